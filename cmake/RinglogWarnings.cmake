@@ -1,0 +1,5 @@
+# Warning flags shared by every target of the project (not exported to users).
+add_library(ringlog_warnings INTERFACE)
+target_compile_options(ringlog_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
+  -Wnull-dereference -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)

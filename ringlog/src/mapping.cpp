@@ -1,0 +1,299 @@
+// Mapping ring files, validating their headers, naming instances, and the small
+// process utilities (liveness, clocks, back-off) that the ring and readers share.
+// Validation must never trust the file: every size is checked before it is used.
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <boost/interprocess/exceptions.hpp>
+
+#include "ring_impl.hpp"
+
+namespace ringlog {
+
+namespace bip = boost::interprocess;
+
+std::string instance_dir(std::string_view name) {
+  const char* base = std::getenv("RINGLOG_DIR");
+  std::string dir = (base && *base) ? base : "/dev/shm/ringlog";
+  if (name.empty()) name = kDefaultInstance;
+  return dir + "/" + std::string(name);
+}
+
+std::string resolve_ring_path(std::string_view arg) {
+  if (arg.empty()) return instance_dir(kDefaultInstance) + "/" + std::string(kRingFileName);
+  std::string s(arg);
+  struct stat st {};
+  if (s.find('/') != std::string::npos || (::stat(s.c_str(), &st) == 0 && S_ISREG(st.st_mode)))
+    return s;
+  return instance_dir(s) + "/" + std::string(kRingFileName);
+}
+
+std::uint64_t process_start_time(pid_t pid) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return 0;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // Field 2 (comm) may hold spaces and parentheses: skip to the last ')'.
+  char* p = std::strrchr(buf, ')');
+  if (!p) return 0;
+  // After ") " come fields 3..; starttime is field 22.
+  int field = 2;
+  for (++p; *p && field < 22; ++p)
+    if (*p == ' ') ++field;
+  if (field != 22) return 0;
+  std::uint64_t v = std::strtoull(p, nullptr, 10);
+  // A zombie still has its /proc entry; it is dead for our purposes.
+  char* st = std::strrchr(buf, ')');
+  if (st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X')) return 0;
+  return v ? v : 1;
+}
+
+bool process_alive(pid_t pid, std::uint64_t start_time) noexcept {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::uint64_t st = process_start_time(pid);
+  if (st == 0) return false;
+  return start_time == 0 || st == start_time;
+}
+
+namespace detail {
+
+std::uint64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+std::uint64_t mono_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+namespace {
+struct SelfId {
+  std::uint32_t pid = 0;
+  std::uint64_t start = 0;
+};
+SelfId& self_id() noexcept {
+  static SelfId id;
+  std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
+  if (id.pid != pid) {  // first call, or we are a forked child
+    id.start = process_start_time(static_cast<pid_t>(pid));
+    id.pid = pid;
+  }
+  return id;
+}
+}  // namespace
+
+std::uint32_t self_pid() noexcept { return self_id().pid; }
+std::uint64_t self_start_time() noexcept { return self_id().start; }
+std::uint32_t self_tid() noexcept {
+  static thread_local std::uint32_t tid = 0;
+  static thread_local std::uint32_t tid_pid = 0;
+  std::uint32_t pid = self_pid();
+  if (tid_pid != pid) {
+    tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+    tid_pid = pid;
+  }
+  return tid;
+}
+
+void Backoff::pause() noexcept {
+  if (n < 8) {
+    for (unsigned i = 0; i < (1u << n); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield" ::: "memory");
+#endif
+    }
+  } else if (n < 40) {
+    sched_yield();
+  } else {
+    timespec ts{0, n < 100 ? 20000 : 200000};
+    nanosleep(&ts, nullptr);
+  }
+  ++n;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define RINGLOG_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGLOG_TSAN 1
+#endif
+#endif
+
+void Mapping::copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
+  const auto* s = static_cast<const std::uint8_t*>(src);
+  std::uint64_t off = pos % size;
+  while (n) {
+    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - off));
+#ifdef RINGLOG_TSAN
+    for (std::size_t i = 0; i < chunk; ++i)
+      std::atomic_ref<std::uint8_t>(area[off + i]).store(s[i], std::memory_order_relaxed);
+#else
+    std::memcpy(area + off, s, chunk);
+#endif
+    s += chunk;
+    n -= chunk;
+    off = 0;
+  }
+}
+
+void Mapping::copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept {
+  auto* d = static_cast<std::uint8_t*>(dst);
+  std::uint64_t off = pos % size;
+  while (n) {
+    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - off));
+#ifdef RINGLOG_TSAN
+    for (std::size_t i = 0; i < chunk; ++i)
+      d[i] = std::atomic_ref<std::uint8_t>(area[off + i]).load(std::memory_order_relaxed);
+#else
+    std::memcpy(d, area + off, chunk);
+#endif
+    d += chunk;
+    n -= chunk;
+    off = 0;
+  }
+}
+
+std::uint8_t Mapping::byte(std::uint64_t pos) const noexcept {
+#ifdef RINGLOG_TSAN
+  return std::atomic_ref<std::uint8_t>(area[pos % size]).load(std::memory_order_relaxed);
+#else
+  return area[pos % size];
+#endif
+}
+
+std::string validate_header(const Header& h, std::uint64_t file_size) {
+  char buf[256];
+  if (file_size < sizeof(Header)) {
+    std::snprintf(buf, sizeof buf, "file is %" PRIu64 " bytes, smaller than a ring header (%zu)",
+                  file_size, sizeof(Header));
+    return buf;
+  }
+  if (h.magic != format::kMagic) {
+    std::snprintf(buf, sizeof buf,
+                  "bad magic 0x%016" PRIx64 ": not a ringlog ring (ringlog-dump -f reads other layouts)",
+                  h.magic);
+    return buf;
+  }
+  if (h.byte_order != format::kByteOrderMark) {
+    if (h.byte_order == __builtin_bswap32(format::kByteOrderMark))
+      return "written on a machine of the other byte order";
+    std::snprintf(buf, sizeof buf, "bad byte-order mark 0x%08x", h.byte_order);
+    return buf;
+  }
+  if (h.version != format::kVersion) {
+    std::snprintf(buf, sizeof buf, "format version %u; this build reads version %u", h.version,
+                  format::kVersion);
+    return buf;
+  }
+  if (h.word_size != sizeof(void*) || h.pos_size != 8) {
+    std::snprintf(buf, sizeof buf, "written by a %u-bit process (position size %u); this one is %zu-bit",
+                  h.word_size * 8u, h.pos_size, sizeof(void*) * 8);
+    return buf;
+  }
+  if (h.header_len != format::kHeaderLen || h.writer_slots != format::kWriterSlots ||
+      h.reader_slots != format::kReaderSlots) {
+    std::snprintf(buf, sizeof buf,
+                  "header length %u with %u writer and %u reader slots; expected %zu, %u and %u",
+                  h.header_len, h.writer_slots, h.reader_slots, format::kHeaderLen,
+                  format::kWriterSlots, format::kReaderSlots);
+    return buf;
+  }
+  if (h.area_size < format::kMinAreaSize || h.area_size > format::kMaxAreaSize) {
+    std::snprintf(buf, sizeof buf, "area size %" PRIu64 " out of range [%zu, %" PRIu64 "]",
+                  h.area_size, format::kMinAreaSize, format::kMaxAreaSize);
+    return buf;
+  }
+  if (h.header_len + h.area_size != file_size) {
+    std::snprintf(buf, sizeof buf,
+                  "inconsistent sizes: header %u + area %" PRIu64 " != file size %" PRIu64
+                  " (truncated or damaged file)",
+                  h.header_len, h.area_size, file_size);
+    return buf;
+  }
+  if (h.max_msg_len > h.area_size) {
+    std::snprintf(buf, sizeof buf, "max message length %u larger than the area", h.max_msg_len);
+    return buf;
+  }
+  // head and tail move while we look: read head first, so that head <= tail holds.
+  for (int attempt = 0;; ++attempt) {
+    std::uint64_t head = h.head.load(std::memory_order_acquire);
+    std::uint64_t tail = h.tail.load(std::memory_order_acquire) & format::kPosMask;
+    if (tail > head && tail - head <= h.area_size) break;
+    if (attempt == 3) {
+      std::snprintf(buf, sizeof buf,
+                    "damaged positions: head %" PRIu64 ", tail %" PRIu64
+                    " (run ringlog-dump --repair)",
+                    head, tail);
+      return buf;
+    }
+  }
+  return "";
+}
+
+void Mapping::map(const std::string& p, bool writable) {
+  path = p;
+  int fd = ::open(p.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT) throw Error(Errc::not_found, "ring " + p + ": no such file");
+    if (e == EACCES || e == EPERM)
+      throw Error(Errc::permission, "ring " + p + ": permission denied" +
+                                        (writable ? " (writers and pinned readers need write access)" : ""));
+    throw Error(Errc::io, "ring " + p + ": " + std::strerror(e));
+  }
+  ::close(fd);  // opened only to tell the errors apart; Boost maps by path
+  struct stat st {};
+  try {
+    auto mode = writable ? bip::read_write : bip::read_only;
+    file = bip::file_mapping(p.c_str(), mode);
+    // The size and inode of what Boost opened, not of what the path names now.
+    if (::fstat(file.get_mapping_handle().handle, &st) != 0 || !S_ISREG(st.st_mode))
+      throw Error(Errc::bad_format, "ring " + p + ": not a regular file");
+    if (static_cast<std::uint64_t>(st.st_size) < sizeof(Header))
+      throw Error(Errc::bad_format,
+                  "ring " + p + ": " + validate_header(Header{}, static_cast<std::uint64_t>(st.st_size)));
+    region = bip::mapped_region(file, mode, 0, static_cast<std::size_t>(st.st_size));
+  } catch (const bip::interprocess_exception& ex) {
+    throw Error(Errc::io, "ring " + p + ": cannot map: " + ex.what());
+  }
+  dev = st.st_dev;
+  ino = st.st_ino;
+  auto fsize = static_cast<std::uint64_t>(st.st_size);
+  if (region.get_size() != fsize) throw Error(Errc::io, "ring " + p + ": short mapping");
+  hdr = static_cast<Header*>(region.get_address());
+  std::string why = validate_header(*hdr, fsize);
+  if (!why.empty()) throw Error(Errc::bad_format, "ring " + p + ": " + why);
+  area = static_cast<std::uint8_t*>(region.get_address()) + hdr->header_len;
+  size = hdr->area_size;
+}
+
+bool Mapping::stale() const {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return true;
+  return st.st_dev != dev || st.st_ino != ino;
+}
+
+}  // namespace detail
+}  // namespace ringlog

@@ -1,0 +1,349 @@
+// Readers of a ring: passive (read-only mapping, copy then re-check head, may lose)
+// and pinned (registered, holds the readers-count byte of its position, never loses).
+// A reader must never return bytes that a writer may have been changing meanwhile.
+//
+// Ordered accesses (writer labels in ring.cpp):
+//  R1  tail.load(acquire) before looking at the RC byte; pairs with W3.
+//  R2  RC[pos].load(acquire): 0xFF means "being written", stop; any other value was
+//      stored by W4 (release) or by a reader RMW in its release sequence.
+//  R3  pinned move: RC[next] increment (acq_rel) before RC[pos] decrement (release);
+//      the decrement pairs with H1 so that the copy is done before reuse.
+//  P1  passive: head.load(acquire) before reading, then the copy, then
+//  P2  fence(acquire) and head.load: pairs with W2; a head that moved past the
+//      message means the copy may be torn, and it is discarded as lost.
+//  F1  waiters.fetch_add (seq_cst) before the last look for data; pairs with W5.
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "ring_impl.hpp"
+
+namespace ringlog {
+
+using namespace format;
+using detail::Backoff;
+
+struct Reader::Impl {
+  std::shared_ptr<Ring::Impl> ring;        // pinned readers: the read-write ring
+  std::unique_ptr<detail::Mapping> own;    // passive readers: their read-only mapping
+  const detail::Mapping* m = nullptr;
+  ReaderKind kind = ReaderKind::passive;
+  std::uint64_t pos = 0;
+  std::uint64_t lost_total = 0;
+  int slot = -1;
+  unsigned idle = 0;  // consecutive empty polls (passive back-off)
+
+  ~Impl() { detach(); }
+  void attach(StartAt start);
+  void detach() noexcept;
+  bool has_data() const noexcept;
+  ReadResult next_passive(std::vector<std::byte>& out);
+  ReadResult next_pinned(std::vector<std::byte>& out);
+};
+
+namespace {
+
+// Increments the readers count at pos, waiting while a writer holds it (0xFF).
+// Returns false if it stayed 0xFF for too long (the caller checks for dead writers).
+bool rc_acquire(const detail::Mapping& m, std::uint64_t pos) noexcept {
+  auto rc = m.rc(pos);
+  Backoff b;
+  std::uint8_t v = rc.load(std::memory_order_relaxed);
+  for (;;) {
+    if (v == kRcWriting || v == kRcMaxReaders) {
+      if (b.n > 200) return false;
+      b.pause();
+      v = rc.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v + 1), std::memory_order_acq_rel,
+                                 std::memory_order_relaxed))
+      return true;
+  }
+}
+
+void rc_release(const detail::Mapping& m, std::uint64_t pos) noexcept {
+  auto rc = m.rc(pos);
+  Backoff b;
+  std::uint8_t v = rc.load(std::memory_order_relaxed);
+  for (;;) {
+    if (v == kRcWriting) {  // a writer saved our count; it puts it back shortly
+      b.pause();
+      v = rc.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (v == 0) return;  // already released by recovery
+    if (rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
+                                 std::memory_order_relaxed))
+      return;
+  }
+}
+
+long futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t val, std::chrono::milliseconds t) noexcept {
+  timespec ts{static_cast<time_t>(t.count() / 1000), static_cast<long>((t.count() % 1000) * 1000000)};
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT, val, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+void Reader::Impl::attach(StartAt start) {
+  Ring::Impl& r = *ring;
+  Header* h = r.m.hdr;
+  std::uint32_t pid = detail::self_pid();
+  for (int pass = 0; pass < 2 && slot < 0; ++pass) {
+    if (pass == 1) {  // the table is full: free the pins of dead readers first
+      std::uint64_t t = r.lock_tail(-1);
+      r.check_dead_locked(true);
+      r.unlock_tail(t);
+    }
+    for (unsigned i = 0; i < kReaderSlots; ++i) {
+      std::uint32_t cur = 0;
+      if (h->readers[i].pid.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) {
+        slot = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  if (slot < 0)
+    throw Error(Errc::busy, "ring " + r.m.path + ": all " + std::to_string(kReaderSlots) +
+                                " pinned-reader slots are in use");
+  ReaderSlot& rs = h->readers[slot];
+  rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
+  rs.start_time = detail::self_start_time();
+  rs.msgs_read.store(0, std::memory_order_relaxed);
+  rs.bytes_read.store(0, std::memory_order_relaxed);
+  rs.last_active_ns.store(detail::now_ns(), std::memory_order_relaxed);
+  // Under the tail lock neither head nor tail moves, so the position is stable.
+  Backoff b;
+  for (;;) {
+    std::uint64_t t = r.lock_tail(-1);
+    std::uint64_t p = start == StartAt::oldest ? h->head.load(std::memory_order_relaxed) : t - 1;
+    auto rc = r.m.rc(p);
+    std::uint8_t v = rc.load(std::memory_order_relaxed);
+    if (v != kRcWriting && v != kRcMaxReaders) {
+      rs.pos.store(p, std::memory_order_relaxed);
+      rc.store(static_cast<std::uint8_t>(v + 1), std::memory_order_relaxed);
+      r.unlock_tail(t);
+      pos = p;
+      return;
+    }
+    r.unlock_tail(t);  // a batch in flight at head, or too many readers: retry
+    if (b.n > 400) {
+      rs.pid.store(0, std::memory_order_release);
+      slot = -1;
+      throw Error(Errc::busy, "ring " + r.m.path + ": cannot attach (too many readers at one position)");
+    }
+    b.pause();
+  }
+}
+
+void Reader::Impl::detach() noexcept {
+  if (kind != ReaderKind::pinned || slot < 0) return;
+  Header* h = ring->m.hdr;
+  ReaderSlot& rs = h->readers[slot];
+  if (rs.pid.load(std::memory_order_relaxed) == detail::self_pid()) {
+    rc_release(*m, pos);
+    rs.pid.store(0, std::memory_order_release);
+  }
+  slot = -1;
+}
+
+bool Reader::Impl::has_data() const noexcept {
+  std::uint64_t t = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+  if (pos + 1 >= t) return false;
+  if (kind == ReaderKind::passive && m->hdr->head.load(std::memory_order_acquire) > pos) return true;
+  return m->rc(pos).load(std::memory_order_acquire) != kRcWriting;  // R2
+}
+
+ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
+  const detail::Mapping& mm = *m;
+  Header* h = mm.hdr;
+  for (;;) {
+    ReadResult res;
+    std::uint64_t head = h->head.load(std::memory_order_acquire);  // P1
+    if (pos < head) {
+      res.status = ReadStatus::lost;
+      res.lost = head - pos;
+      res.pos = pos;
+      lost_total += res.lost;
+      pos = head;
+      return res;
+    }
+    std::uint64_t t = h->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    if (pos + 1 >= t) return res;
+    if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
+    std::uint64_t word = 0;
+    std::size_t vl = varint_decode([&](std::size_t i) { return mm.byte(pos + 1 + i); },
+                                   static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, t - pos - 1)), word);
+    std::uint64_t len = word >> kKindBits;
+    bool framed = vl != 0 && len <= mm.size && pos + 1 + vl + len < t;
+    if (framed) {
+      out.resize(static_cast<std::size_t>(len));
+      mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);  // P2
+    std::uint64_t head2 = h->head.load(std::memory_order_relaxed);
+    if (head2 > pos) continue;  // overwritten while we looked: reported as lost above
+    if (!framed) {
+      // Head did not move, yet the framing is bad: damaged ring. Skip to the tail's
+      // RC byte (always a boundary) and report the bytes as lost.
+      res.status = ReadStatus::lost;
+      res.lost = (t - 1) - pos;
+      res.pos = pos;
+      lost_total += res.lost;
+      pos = t - 1;
+      return res;
+    }
+    res.pos = pos;
+    pos += 1 + vl + len;
+    auto kind_bits = static_cast<std::uint8_t>(word & kKindMask);
+    if (kind_bits == std::uint8_t(MsgKind::pad) || kind_bits > std::uint8_t(MsgKind::pad)) continue;
+    res.status = ReadStatus::message;
+    res.kind = static_cast<MsgKind>(kind_bits);
+    return res;
+  }
+}
+
+ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
+  const detail::Mapping& mm = *m;
+  Header* h = mm.hdr;
+  ReaderSlot& rs = h->readers[slot];
+  for (;;) {
+    ReadResult res;
+    std::uint64_t t = h->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    if (pos + 1 >= t) return res;
+    if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
+    std::uint64_t word = 0;
+    std::size_t vl = varint_decode([&](std::size_t i) { return mm.byte(pos + 1 + i); },
+                                   static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, t - pos - 1)), word);
+    std::uint64_t len = word >> kKindBits;
+    if (vl == 0 || pos + 1 + vl + len >= t) {
+      // Our position is protected, so this is real damage: resynchronise at the tail.
+      std::uint64_t q = t - 1;
+      rs.next_pos.store(q + 1, std::memory_order_relaxed);
+      if (!rc_acquire(mm, q)) {
+        rs.next_pos.store(0, std::memory_order_relaxed);
+        return res;
+      }
+      rc_release(mm, pos);
+      res.status = ReadStatus::lost;
+      res.lost = q - pos;
+      res.pos = pos;
+      lost_total += res.lost;
+      pos = q;
+      rs.pos.store(q, std::memory_order_relaxed);
+      rs.next_pos.store(0, std::memory_order_relaxed);
+      return res;
+    }
+    auto kind_bits = static_cast<std::uint8_t>(word & kKindMask);
+    bool deliver = kind_bits < std::uint8_t(MsgKind::pad);
+    if (deliver) {
+      out.resize(static_cast<std::size_t>(len));
+      mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
+    }
+    std::uint64_t q = pos + 1 + vl + len;
+    rs.next_pos.store(q + 1, std::memory_order_relaxed);
+    if (!rc_acquire(mm, q)) {  // R3: protect the next position first
+      // A writer has held the next RC byte for long: maybe it died. Check, retry later.
+      rs.next_pos.store(0, std::memory_order_relaxed);
+      std::uint64_t lt = ring->lock_tail(-1);
+      ring->check_dead_locked(true);
+      ring->unlock_tail(lt);
+      return res;
+    }
+    rc_release(mm, pos);  // R3: then leave the old one
+    res.pos = pos;
+    pos = q;
+    rs.pos.store(q, std::memory_order_relaxed);
+    rs.next_pos.store(0, std::memory_order_relaxed);
+    if (!deliver) continue;
+    rs.msgs_read.store(rs.msgs_read.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    rs.bytes_read.store(rs.bytes_read.load(std::memory_order_relaxed) + len, std::memory_order_relaxed);
+    res.status = ReadStatus::message;
+    res.kind = static_cast<MsgKind>(kind_bits);
+    return res;
+  }
+}
+
+Reader Reader::open(const std::string& path, const ReaderOptions& opts) {
+  if (opts.kind == ReaderKind::pinned) {
+    Ring ring = Ring::open(path);
+    return attach(ring, opts);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->own = std::make_unique<detail::Mapping>();
+  impl->own->map(path, false);
+  impl->m = impl->own.get();
+  impl->kind = ReaderKind::passive;
+  const Header* h = impl->m->hdr;
+  impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)
+                                            : (h->tail.load(std::memory_order_acquire) & kPosMask) - 1;
+  return Reader(std::move(impl));
+}
+
+Reader Reader::attach(Ring& ring, const ReaderOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->ring = ring.impl_;
+  impl->m = &impl->ring->m;
+  if (opts.kind == ReaderKind::pinned) {
+    impl->kind = ReaderKind::pinned;
+    impl->attach(opts.start);
+  } else {
+    impl->kind = ReaderKind::passive;
+    const Header* h = impl->m->hdr;
+    impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)
+                                              : (h->tail.load(std::memory_order_acquire) & kPosMask) - 1;
+  }
+  return Reader(std::move(impl));
+}
+
+Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Reader::Reader(Reader&&) noexcept = default;
+Reader& Reader::operator=(Reader&&) noexcept = default;
+Reader::~Reader() = default;
+
+ReadResult Reader::next(std::vector<std::byte>& out) {
+  ReadResult r = impl_->kind == ReaderKind::pinned ? impl_->next_pinned(out) : impl_->next_passive(out);
+  impl_->idle = r.status == ReadStatus::empty ? impl_->idle + 1 : 0;
+  return r;
+}
+
+void Reader::wait(std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  Header* h = im.m->hdr;
+  if (im.has_data()) return;
+  if (im.kind == ReaderKind::pinned) {
+    h->waiters.fetch_add(1, std::memory_order_seq_cst);  // F1
+    std::uint32_t seq = h->futex.load(std::memory_order_seq_cst);
+    if (!im.has_data()) futex_wait(&h->futex, seq, timeout);
+    h->waiters.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  // A passive reader may not write to the file, so it cannot ask to be woken: poll,
+  // backing off from 100 us to 10 ms while the ring stays idle (varnishlog polls too).
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!im.has_data()) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return;
+    auto step = std::chrono::microseconds(std::min<unsigned>(100u << std::min(im.idle / 8, 7u), 10000u));
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    timespec ts{0, static_cast<long>(std::min(step, left).count() * 1000)};
+    nanosleep(&ts, nullptr);
+    ++im.idle;
+  }
+}
+
+bool Reader::stale() const { return impl_->m->stale(); }
+std::uint64_t Reader::position() const noexcept { return impl_->pos; }
+std::uint64_t Reader::lost_bytes() const noexcept { return impl_->lost_total; }
+std::uint64_t Reader::behind() const noexcept {
+  std::uint64_t t = impl_->m->hdr->tail.load(std::memory_order_acquire) & kPosMask;
+  return t > impl_->pos + 1 ? t - impl_->pos - 1 : 0;
+}
+RingStats Reader::stats() const noexcept { return read_stats(*impl_->m->hdr); }
+const format::Header& Reader::header() const noexcept { return *impl_->m->hdr; }
+
+}  // namespace ringlog

@@ -1,0 +1,824 @@
+// The ring's write path: HAProxy 3.x's queued multi-writer algorithm over a shared
+// file, plus creation, opening and dead-process recovery. It must never block on a
+// reader (it drops instead) and never leave a 0xFF readers-count byte at the tail.
+//
+// Ordered accesses and what they pair with:
+//  W1  xchg RC[tail-1] = 0xFF (acq_rel), under the tail lock: hides the batch area.
+//  W2  head.store + fence(release) before any byte of reclaimed space is rewritten;
+//      pairs with P2 (passive reader: fence(acquire) then head.load after copying).
+//  W3  tail.store(new_tail, release): unlocks and publishes; pairs with R1/P1
+//      (readers load tail, acquire) and with L1 (next locker's CAS, acquire).
+//  W4  RC[old tail-1].store(saved, release) after the copy: exposes the batch; pairs
+//      with R2/P1b (readers load the RC byte, acquire, and stop on 0xFF).
+//  W5  fence(seq_cst) then waiters.load: pairs with the reader's waiters.fetch_add
+//      before its last look for data (Dekker), so a sleeper is always woken.
+//  L1  tail CAS (acquire) takes the lock; pairs with W3 of the previous holder.
+//  H1  RC[head].load(acquire) in reclaim; pairs with the reader's RC decrement
+//      (release), so a reader's copy finishes before the bytes are reused.
+//  Q1  queue xchg (acq_rel) / cell.next and needed_tot release stores; the leader
+//      reads them with acquire before carrying the cell.
+//  Q2  cell.state.store(done, release); pairs with the waiter's acquire load.
+#include <linux/futex.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "ring_impl.hpp"
+
+namespace ringlog {
+
+using namespace format;
+using detail::Backoff;
+using detail::mono_ns;
+using detail::now_ns;
+using detail::self_pid;
+using detail::self_start_time;
+
+namespace {
+
+constexpr std::uint64_t kCheckPeriodNs = 50'000'000;     // dead-process checks
+constexpr std::uint64_t kLockSuspectNs = 20'000'000;     // tail locked this long: check owner
+constexpr std::uint64_t kUnknownOwnerNs = 1'000'000'000; // owner never recorded: longer
+constexpr std::uint64_t kNotReady = ~0ULL;
+constexpr std::uint32_t kRcUnknown = 0x100;
+
+enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2 };
+
+struct Cell {
+  const iovec* parts = nullptr;
+  std::size_t nparts = 0;
+  std::uint64_t len = 0;  // payload bytes to copy (after truncation)
+  std::uint64_t word = 0; // varint word: len << 2 | kind
+  std::uint64_t needed = 0;  // 1 (RC) + varint + len
+  std::atomic<std::uint64_t> needed_tot{kNotReady};  // this cell and all older ones
+  std::atomic<std::uint64_t> count_tot{0};
+  std::atomic<Cell*> next{nullptr};
+  std::atomic<bool> linked{false};  // next is valid
+  std::atomic<std::uint32_t> state{kWaiting};
+};
+
+std::atomic<unsigned> g_next_thread_index{0};
+thread_local unsigned t_thread_index = ~0u;
+
+unsigned thread_index() noexcept {
+  if (t_thread_index == ~0u) t_thread_index = g_next_thread_index.fetch_add(1, std::memory_order_relaxed);
+  return t_thread_index;
+}
+
+std::atomic<std::uint64_t> g_next_impl_id{1};
+
+// Writer slots of this thread, one per open ring; released when the thread exits.
+struct SlotCache {
+  struct Entry {
+    const Ring::Impl* impl;
+    std::uint64_t id;
+    std::uint32_t pid;
+    int slot;
+    std::weak_ptr<Ring::Impl> owner;
+  };
+  std::vector<Entry> entries;
+  ~SlotCache() {
+    for (auto& e : entries)
+      if (auto p = e.owner.lock(); p && e.pid == self_pid()) p->free_writer_slot(e.slot);
+  }
+};
+thread_local SlotCache t_slots;
+
+// Registry of live Impls so that a thread's slot cache can find its owner.
+std::mutex g_impls_mu;
+std::vector<std::weak_ptr<Ring::Impl>> g_impls;
+
+long futex_wake_all(std::atomic<std::uint32_t>* addr) noexcept {
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Reads the framing of the message whose RC byte is at pos; 0 when it is malformed.
+std::uint64_t message_span(const detail::Mapping& m, std::uint64_t pos, std::uint64_t limit) noexcept {
+  std::uint64_t word = 0;
+  std::size_t vl = varint_decode([&](std::size_t i) { return m.byte(pos + 1 + i); },
+                                 static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, limit - pos - 1)),
+                                 word);
+  if (vl == 0) return 0;
+  std::uint64_t span = 1 + vl + (word >> kKindBits);
+  if (span > limit - pos) return 0;
+  return span;
+}
+
+}  // namespace
+
+void set_thread_index(unsigned index) noexcept { t_thread_index = index; }
+
+const char* to_string(WriteStatus s) noexcept {
+  switch (s) {
+    case WriteStatus::ok: return "ok";
+    case WriteStatus::truncated: return "truncated to the ring's maximum message length";
+    case WriteStatus::dropped: return "dropped: no room (readers pinned or ring full)";
+    case WriteStatus::too_big: return "refused: larger than the ring's maximum payload";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- slots
+
+int Ring::Impl::writer_slot() noexcept {
+  std::uint32_t pid = self_pid();
+  for (auto& e : t_slots.entries)
+    if (e.impl == this && e.id == id) {
+      if (e.pid == pid) return e.slot;
+      e.pid = 0;  // inherited across fork: the parent owns that slot
+    }
+  Header* h = m.hdr;
+  int found = -1;
+  for (int pass = 0; pass < 2 && found < 0; ++pass) {
+    for (unsigned i = 0; i < kWriterSlots; ++i) {
+      WriterSlot& ws = h->writers[i];
+      std::uint32_t cur = ws.pid.load(std::memory_order_relaxed);
+      if (cur != 0) {
+        // Second pass: take over slots of dead processes with nothing in flight.
+        if (pass == 0 || cur == pid || ws.inflight_pos.load(std::memory_order_relaxed) != 0 ||
+            process_alive(static_cast<pid_t>(cur), ws.start_time))
+          continue;
+      }
+      if (ws.pid.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) {
+        ws.tid = detail::self_tid();
+        ws.start_time = self_start_time();
+        ws.inflight_pos.store(0, std::memory_order_relaxed);
+        found = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  std::weak_ptr<Impl> owner;
+  {
+    std::lock_guard lk(g_impls_mu);
+    for (auto& w : g_impls)
+      if (auto p = w.lock(); p && p.get() == this) owner = p;
+  }
+  for (auto& e : t_slots.entries)
+    if (e.impl == this && e.id == id) {
+      e = {this, id, pid, found, owner};
+      return found;
+    }
+  t_slots.entries.push_back({this, id, pid, found, owner});
+  return found;
+}
+
+void Ring::Impl::free_writer_slot(int slot) noexcept {
+  if (slot < 0) return;
+  WriterSlot& ws = m.hdr->writers[slot];
+  std::uint32_t pid = self_pid();
+  if (ws.inflight_pos.load(std::memory_order_relaxed) == 0)
+    ws.pid.compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+}
+
+Ring::Impl::~Impl() {
+  // Slots of threads that outlive this ring are ours to free now.
+  for (auto& e : t_slots.entries)
+    if (e.impl == this) e.impl = nullptr;
+  std::uint32_t pid = self_pid();
+  if (m.hdr && m.region.get_mode() == boost::interprocess::read_write) {
+    for (unsigned i = 0; i < kWriterSlots; ++i) {
+      WriterSlot& ws = m.hdr->writers[i];
+      std::uint32_t cur = pid;
+      if (ws.inflight_pos.load(std::memory_order_relaxed) == 0)
+        ws.pid.compare_exchange_strong(cur, 0, std::memory_order_acq_rel);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- tail lock
+
+bool Ring::Impl::try_lock_tail(std::uint64_t& t) noexcept {
+  t = m.hdr->tail.load(std::memory_order_relaxed);
+  if (t & kTailLock) return false;
+  // L1: take the lock.
+  return m.hdr->tail.compare_exchange_strong(t, t | kTailLock, std::memory_order_acquire,
+                                             std::memory_order_relaxed);
+}
+
+void Ring::Impl::unlock_tail(std::uint64_t t) noexcept {
+  m.hdr->owner.store(0, std::memory_order_relaxed);
+  m.hdr->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+  m.hdr->tail.store(t, std::memory_order_release);  // W3
+}
+
+std::uint64_t Ring::Impl::lock_tail(int slot) noexcept {
+  Backoff b;
+  std::uint64_t seen = 0, since = 0;
+  for (;;) {
+    std::uint64_t t;
+    if (try_lock_tail(t)) {
+      m.hdr->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
+      return t;
+    }
+    b.pause();
+    if (b.n > 16) {  // beyond the spinning phase: watch for a dead owner
+      std::uint64_t now = mono_ns();
+      if (t != seen) {
+        seen = t;
+        since = now;
+      } else if (now - since > kLockSuspectNs) {
+        recover_dead_owner(t);
+        since = now;
+      }
+    }
+  }
+}
+
+// The tail has been locked at the same value for a while: if its owner is dead, take
+// the lock over, undo what the owner may have started, and release it.
+void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
+  Header* h = m.hdr;
+  if (!(locked & kTailLock)) return;
+  std::uint64_t o = h->owner.load(std::memory_order_acquire);
+  int dead_slot = -1;
+  if (o != 0) {
+    auto pid = static_cast<pid_t>(o >> 32);
+    auto slot = static_cast<std::uint32_t>(o & 0xffffffffu) - 1;
+    std::uint64_t start = slot < kWriterSlots ? h->writers[slot].start_time : 0;
+    if (process_alive(pid, start)) return;
+    if (slot < kWriterSlots && h->writers[slot].pid.load(std::memory_order_relaxed) == std::uint32_t(pid))
+      dead_slot = static_cast<int>(slot);
+  } else {
+    // The owner died between taking the lock and recording itself (a few
+    // instructions): only after a long wait, and only if some writer is dead.
+    static thread_local std::uint64_t unknown_since = 0, unknown_tail = 0;
+    std::uint64_t now = mono_ns();
+    if (unknown_tail != locked) {
+      unknown_tail = locked;
+      unknown_since = now;
+      return;
+    }
+    if (now - unknown_since < kUnknownOwnerNs) return;
+    bool any_dead = false;
+    for (unsigned i = 0; i < kWriterSlots && !any_dead; ++i) {
+      std::uint32_t pid = h->writers[i].pid.load(std::memory_order_relaxed);
+      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->writers[i].start_time))
+        any_dead = true;
+    }
+    if (!any_dead) return;
+  }
+  std::uint64_t mine = owner_word(self_pid(), 0xfffffffeu);
+  if (!h->owner.compare_exchange_strong(o, mine, std::memory_order_acq_rel)) return;
+  if (h->tail.load(std::memory_order_acquire) != locked) {
+    h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);
+    return;
+  }
+  std::uint64_t t = locked & kPosMask;
+  if (m.rc(t - 1).load(std::memory_order_acquire) == kRcWriting) {
+    std::uint32_t saved = h->owner_saved_rc.load(std::memory_order_relaxed);
+    if (saved >= kRcUnknown) {  // recount the live pinned readers parked there
+      saved = 0;
+      for (auto& rs : h->readers)
+        if (rs.pid.load(std::memory_order_relaxed) && rs.pos.load(std::memory_order_relaxed) == t - 1 &&
+            process_alive(static_cast<pid_t>(rs.pid.load(std::memory_order_relaxed)), rs.start_time))
+          ++saved;
+    }
+    m.rc(t - 1).store(static_cast<std::uint8_t>(std::min<std::uint32_t>(saved, kRcMaxReaders)),
+                      std::memory_order_release);
+  }
+  if (dead_slot >= 0) {
+    // Its batch never got published (tail is unchanged): forget it.
+    h->writers[dead_slot].inflight_pos.store(0, std::memory_order_relaxed);
+    h->writers[dead_slot].pid.store(0, std::memory_order_release);
+  }
+  h->lock_recoveries.fetch_add(1, std::memory_order_relaxed);
+  h->owner_since_ns.store(now_ns(), std::memory_order_relaxed);
+  unlock_tail(t);
+}
+
+// ---------------------------------------------------------------- dead processes
+
+bool Ring::Impl::discard_torn(int i) noexcept {
+  Header* h = m.hdr;
+  WriterSlot& ws = h->writers[i];
+  std::uint64_t p1 = ws.inflight_pos.load(std::memory_order_relaxed);
+  if (p1 == 0) return false;
+  std::uint64_t x = p1 - 1, end = ws.inflight_end.load(std::memory_order_relaxed);
+  std::uint64_t head = h->head.load(std::memory_order_relaxed);
+  std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
+  bool torn = x >= head && end <= tail && end >= x + 2 &&
+              m.rc(x).load(std::memory_order_acquire) == kRcWriting;
+  if (torn) {
+    // Rewrite [x+1, end-1) as pad messages: readers skip them, framing stays valid.
+    std::uint64_t pos = x, room = end - 1 - (x + 1);  // bytes for varint + payload
+    while (true) {
+      std::size_t vl = 0;
+      for (std::size_t cand = 1; cand <= kVarintMax && cand <= room; ++cand)
+        if (varint_size(((room - cand) << kKindBits) | std::uint64_t(MsgKind::pad)) == cand) {
+          vl = cand;
+          break;
+        }
+      std::uint8_t vb[kVarintMax];
+      if (vl) {
+        varint_encode(((room - vl) << kKindBits) | std::uint64_t(MsgKind::pad), vb);
+        m.copy_in(pos + 1, vb, vl);
+        break;
+      }
+      // No single varint fits exactly: an empty pad (1 byte) plus an RC byte, then retry.
+      vb[0] = std::uint8_t(MsgKind::pad);
+      m.copy_in(pos + 1, vb, 1);
+      if (pos != x) m.rc(pos).store(0, std::memory_order_relaxed);
+      pos += 2;
+      room -= 2;
+      m.rc(pos).store(0, std::memory_order_relaxed);
+    }
+    std::uint32_t saved = ws.saved_rc.load(std::memory_order_relaxed);
+    m.rc(x).store(static_cast<std::uint8_t>(std::min<std::uint32_t>(saved, kRcMaxReaders)),
+                  std::memory_order_release);
+    h->torn_discarded.fetch_add(1, std::memory_order_relaxed);
+  }
+  ws.inflight_pos.store(0, std::memory_order_relaxed);
+  ws.pid.store(0, std::memory_order_release);
+  return torn;
+}
+
+void Ring::Impl::release_dead_reader(int i) noexcept {
+  Header* h = m.hdr;
+  ReaderSlot& rs = h->readers[i];
+  std::uint64_t pos = rs.pos.load(std::memory_order_relaxed);
+  std::uint64_t head = h->head.load(std::memory_order_relaxed);
+  if (pos >= head) {
+    auto rc = m.rc(pos);
+    std::uint8_t v = rc.load(std::memory_order_relaxed);
+    do {
+      if (v == kRcWriting) return;  // a writer is on it; try again next round
+      if (v == 0) break;
+    } while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
+                                       std::memory_order_relaxed));
+  }
+  rs.next_pos.store(0, std::memory_order_relaxed);
+  rs.pid.store(0, std::memory_order_release);
+  h->readers_released.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Ring::Impl::check_dead_locked(bool force) noexcept {
+  std::uint64_t now = mono_ns();
+  if (!force && now < next_check_ns.load(std::memory_order_relaxed)) return;
+  next_check_ns.store(now + kCheckPeriodNs, std::memory_order_relaxed);
+  Header* h = m.hdr;
+  std::uint32_t me = self_pid();
+  // One liveness verdict per pid per scan.
+  std::vector<std::pair<std::uint32_t, bool>> seen;
+  auto alive = [&](std::uint32_t pid, std::uint64_t start) {
+    if (pid == me) return true;
+    for (auto& [p, a] : seen)
+      if (p == pid) return a;
+    bool a = process_alive(static_cast<pid_t>(pid), start);
+    seen.emplace_back(pid, a);
+    return a;
+  };
+  for (unsigned i = 0; i < kWriterSlots; ++i) {
+    WriterSlot& ws = h->writers[i];
+    std::uint32_t pid = ws.pid.load(std::memory_order_acquire);
+    if (pid == 0 || pid == me) continue;
+    if (ws.inflight_pos.load(std::memory_order_relaxed) != 0 && !alive(pid, ws.start_time))
+      discard_torn(static_cast<int>(i));
+  }
+  for (unsigned i = 0; i < kReaderSlots; ++i) {
+    ReaderSlot& rs = h->readers[i];
+    std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
+    if (pid && !alive(pid, rs.start_time)) release_dead_reader(static_cast<int>(i));
+  }
+  // A readers count at head that no live reader accounts for (a reader died in the
+  // middle of a move) would pin the ring forever: recount it.
+  std::uint64_t head = h->head.load(std::memory_order_relaxed);
+  auto rc = m.rc(head);
+  std::uint8_t v = rc.load(std::memory_order_acquire);
+  if (v != 0 && v != kRcWriting) {
+    unsigned live = 0;
+    for (auto& rs : h->readers) {
+      std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
+      if (pid && (rs.pos.load(std::memory_order_relaxed) == head ||
+                  rs.next_pos.load(std::memory_order_relaxed) == head + 1))
+        ++live;
+    }
+    if (live == 0 && rc.compare_exchange_strong(v, 0, std::memory_order_acq_rel))
+      h->readers_released.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Ring::check_dead() noexcept {
+  std::uint64_t t = impl_->lock_tail(impl_->writer_slot());
+  impl_->check_dead_locked(true);
+  impl_->unlock_tail(t);
+}
+
+// ---------------------------------------------------------------- wake-ups
+
+void Ring::Impl::wake_readers() noexcept {
+  Header* h = m.hdr;
+  // Only one writer wakes at a time; the others leave a note for it.
+  h->wake_again.store(1, std::memory_order_seq_cst);
+  if (h->waking.exchange(1, std::memory_order_seq_cst)) return;
+  do {
+    h->wake_again.store(0, std::memory_order_seq_cst);
+    h->futex.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(&h->futex);
+    h->waking.store(0, std::memory_order_seq_cst);
+  } while (h->wake_again.load(std::memory_order_seq_cst) && !h->waking.exchange(1, std::memory_order_seq_cst));
+}
+
+// ---------------------------------------------------------------- write
+
+namespace {
+
+// Frees room for [t-1, new_tail) by moving head over messages nobody holds.
+// Returns false (head unchanged in the file) when a reader or writer is in the way.
+bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std::uint64_t new_tail,
+             bool& blocked) noexcept {
+  while (new_tail - head > m.size) {
+    std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);  // H1
+    if (rc != 0) {
+      blocked = true;
+      return false;
+    }
+    std::uint64_t span = message_span(m, head, t);
+    if (span == 0 || head + span > t - 1) return false;  // damaged framing: do not guess
+    head += span;
+  }
+  return true;
+}
+
+// Copies one message whose RC byte is at pos; returns the position of the next RC.
+std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos, const Cell& c) noexcept {
+  std::uint8_t vb[kVarintMax];
+  std::size_t vl = varint_encode(c.word, vb);
+  m.copy_in(pos + 1, vb, vl);
+  std::uint64_t p = pos + 1 + vl, left = c.len;
+  for (std::size_t i = 0; i < c.nparts && left; ++i) {
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.parts[i].iov_len, left));
+    m.copy_in(p, c.parts[i].iov_base, n);
+    p += n;
+    left -= n;
+  }
+  return p;
+}
+
+Cell* wait_next(const Cell* c) noexcept {
+  Backoff b;
+  while (!c->linked.load(std::memory_order_acquire)) b.pause();  // Q1
+  return c->next.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+// With the tail lock held at unlocked value t: writes the batch led by `leader` (the
+// whole chain of cells behind it), or drops it. Releases the tail lock.
+static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* leader) noexcept {
+  detail::Mapping& m = r.m;
+  Header* h = m.hdr;
+  std::uint64_t needed = leader->needed_tot.load(std::memory_order_acquire);
+  std::uint64_t count = leader->count_tot.load(std::memory_order_relaxed);
+
+  std::uint8_t saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);  // W1
+  h->owner_saved_rc.store(saved, std::memory_order_relaxed);
+
+  // Announce earlier drops in-band, if there is room for it too.
+  char note[96];
+  std::uint64_t note_msgs = h->pending_drop_msgs.load(std::memory_order_relaxed);
+  std::uint64_t note_need = 0, note_len = 0;
+  if (note_msgs) {
+    int n = std::snprintf(note, sizeof note, "ringlog: %" PRIu64 " messages (%" PRIu64 " bytes) dropped",
+                          note_msgs, h->pending_drop_bytes.load(std::memory_order_relaxed));
+    note_len = static_cast<std::uint64_t>(n);
+    note_need = 1 + varint_size((note_len << kKindBits) | std::uint64_t(MsgKind::notice)) + note_len;
+  }
+  std::uint64_t old_head = h->head.load(std::memory_order_relaxed);
+  std::uint64_t head = old_head;
+  bool blocked = false;
+  bool fits = reclaim(m, head, t, t + needed + note_need, blocked);
+  if (!fits && note_need) {
+    note_need = 0;
+    head = old_head;
+    fits = reclaim(m, head, t, t + needed, blocked);
+  }
+
+  if (!fits) {
+    // Drop the whole batch. The saved RC goes back before the tail is written back:
+    // a 0xFF must never stay at the tail.
+    m.rc(t - 1).store(saved, std::memory_order_release);
+    std::uint64_t bytes = needed;
+    h->msgs_dropped.fetch_add(count, std::memory_order_relaxed);
+    h->bytes_dropped.fetch_add(bytes, std::memory_order_relaxed);
+    h->pending_drop_msgs.store(h->pending_drop_msgs.load(std::memory_order_relaxed) + count,
+                               std::memory_order_relaxed);
+    h->pending_drop_bytes.store(h->pending_drop_bytes.load(std::memory_order_relaxed) + bytes,
+                                std::memory_order_relaxed);
+    if (blocked) r.check_dead_locked(false);  // a dead reader or writer may be in the way
+    r.unlock_tail(t);
+    for (Cell* c = leader; c;) {
+      Cell* nx = wait_next(c);
+      c->state.store(kDropped, std::memory_order_release);  // Q2
+      c = nx;
+    }
+    return kDropped;
+  }
+
+  std::uint64_t new_tail = t + needed + note_need;
+  if (head != old_head) {
+    h->head.store(head, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // W2
+  }
+  m.rc(new_tail - 1).store(0, std::memory_order_relaxed);
+  if (slot >= 0) {
+    WriterSlot& ws = h->writers[slot];
+    ws.saved_rc.store(saved, std::memory_order_relaxed);
+    ws.inflight_end.store(new_tail, std::memory_order_relaxed);
+    ws.inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
+  }
+  if (note_need) {
+    h->pending_drop_msgs.store(0, std::memory_order_relaxed);
+    h->pending_drop_bytes.store(0, std::memory_order_relaxed);
+  }
+  // Only lock holders write these: plain stores, no locked instruction.
+  h->msgs_written.store(h->msgs_written.load(std::memory_order_relaxed) + count + (note_need ? 1 : 0),
+                        std::memory_order_relaxed);
+  h->bytes_written.store(h->bytes_written.load(std::memory_order_relaxed) + needed + note_need,
+                         std::memory_order_relaxed);
+  h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  r.check_dead_locked(false);
+  r.unlock_tail(new_tail);  // W3: the next writer may go on while we copy
+
+  // The drop notice goes first: readers learn of the gap before what follows it.
+  std::uint64_t pos = t - 1;
+  if (note_need) {
+    Cell nc;
+    iovec part{note, static_cast<std::size_t>(note_len)};
+    nc.parts = &part;
+    nc.nparts = 1;
+    nc.len = note_len;
+    nc.word = (note_len << kKindBits) | std::uint64_t(MsgKind::notice);
+    pos = copy_message(m, pos, nc);
+  }
+  for (Cell* c = leader; c;) {
+    if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
+    pos = copy_message(m, pos, *c);
+    Cell* nx = wait_next(c);
+    if (c != leader) c->state.store(kDone, std::memory_order_release);  // Q2
+    c = nx;
+  }
+  m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
+  if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
+
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // W5
+  if (h->waiters.load(std::memory_order_relaxed)) r.wake_readers();
+  return kDone;
+}
+
+WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
+  Impl& r = *impl_;
+  Header* h = r.m.hdr;
+  std::uint64_t len = 0;
+  for (auto& p : parts) len += p.iov_len;
+  WriteStatus good = WriteStatus::ok;
+  std::uint32_t maxlen = h->max_msg_len;
+  if (maxlen && len > maxlen) {
+    len = maxlen;
+    good = WriteStatus::truncated;
+    h->msgs_truncated.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (len > r.max_payload) {
+    h->msgs_refused.fetch_add(1, std::memory_order_relaxed);
+    return WriteStatus::too_big;
+  }
+  Cell cell;
+  cell.parts = parts.data();
+  cell.nparts = parts.size();
+  cell.len = len;
+  cell.word = (len << kKindBits) | std::uint64_t(kind);
+  cell.needed = 1 + varint_size(cell.word) + len;
+  int slot = r.writer_slot();
+  auto& queue = r.queues[thread_index() % r.nqueues].head;
+
+  // Uncontended fast path: nobody queued and the tail free. No queue traffic at all.
+  if (queue.load(std::memory_order_relaxed) == nullptr) {
+    std::uint64_t t;
+    if (r.try_lock_tail(t)) {
+      h->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
+      cell.needed_tot.store(cell.needed, std::memory_order_relaxed);
+      cell.count_tot.store(1, std::memory_order_relaxed);
+      cell.linked.store(true, std::memory_order_relaxed);
+      return commit(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
+    }
+  }
+
+  // Queue up. The newest arrival leads and carries all older cells.
+  Cell* prev = static_cast<Cell*>(queue.exchange(&cell, std::memory_order_acq_rel));  // Q1
+  cell.next.store(prev, std::memory_order_relaxed);
+  cell.linked.store(true, std::memory_order_release);
+  std::uint64_t tot = cell.needed, cnt = 1;
+  if (prev) {
+    Backoff b;
+    std::uint64_t pt;
+    while ((pt = prev->needed_tot.load(std::memory_order_acquire)) == kNotReady) b.pause();
+    tot += pt;
+    cnt += prev->count_tot.load(std::memory_order_relaxed);
+  }
+  cell.count_tot.store(cnt, std::memory_order_relaxed);
+  cell.needed_tot.store(tot, std::memory_order_release);
+
+  Backoff b;
+  bool waited = false;
+  std::uint64_t seen = 0, since = 0;
+  for (;;) {
+    if (queue.load(std::memory_order_acquire) != &cell) break;  // a newer writer carries us
+    std::uint64_t t = h->tail.load(std::memory_order_relaxed);
+    if (t & kTailLock) {
+      // Spin on a plain load; only try the atomic once the lock looks free.
+      if (!waited) {
+        waited = true;
+        h->lock_waits.fetch_add(1, std::memory_order_relaxed);
+      }
+      b.pause();
+      if (b.n > 16) {
+        std::uint64_t now = mono_ns();
+        if (t != seen) {
+          seen = t;
+          since = now;
+        } else if (now - since > kLockSuspectNs) {
+          r.recover_dead_owner(t);
+          since = now;
+        }
+      }
+      continue;
+    }
+    if (!h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed))
+      continue;  // L1
+    h->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
+    void* expect = &cell;
+    if (!queue.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      r.unlock_tail(t);  // someone queued behind us meanwhile: they lead now
+      break;
+    }
+    return commit(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
+  }
+  Backoff w;
+  std::uint32_t st;
+  while ((st = cell.state.load(std::memory_order_acquire)) == kWaiting) w.pause();  // Q2
+  return st == kDone ? good : WriteStatus::dropped;
+}
+
+WriteStatus Ring::writev(std::span<const iovec> parts) noexcept { return writev(parts, MsgKind::data); }
+
+WriteStatus Ring::write(std::string_view payload) noexcept {
+  iovec v{const_cast<char*>(payload.data()), payload.size()};
+  return writev(std::span<const iovec>(&v, 1), MsgKind::data);
+}
+
+WriteStatus Ring::write(std::span<const std::byte> payload) noexcept {
+  iovec v{const_cast<std::byte*>(payload.data()), payload.size()};
+  return writev(std::span<const iovec>(&v, 1), MsgKind::data);
+}
+
+// ---------------------------------------------------------------- create / open
+
+Ring::Ring(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Ring::Ring(Ring&&) noexcept = default;
+Ring& Ring::operator=(Ring&&) noexcept = default;
+Ring::~Ring() = default;
+
+namespace {
+
+std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
+  if (opts.queues == 0 || opts.queues > 1024) throw Error(Errc::invalid_arg, "queue count must be 1..1024");
+  auto impl = std::make_shared<Ring::Impl>();
+  impl->nqueues = opts.queues;
+  impl->queues = std::make_unique<Ring::Impl::Queue[]>(opts.queues);
+  impl->id = g_next_impl_id.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lk(g_impls_mu);
+  std::erase_if(g_impls, [](auto& w) { return w.expired(); });
+  g_impls.push_back(impl);
+  return impl;
+}
+
+void finish_impl(Ring::Impl& impl) {
+  // The largest payload: RC + varint + payload + trailing RC must fit in the area.
+  std::uint64_t size = impl.m.size;
+  std::uint64_t p = size - 2 - varint_size(size << kKindBits);
+  while (p && 1 + varint_size(p << kKindBits) + p + 1 > size) --p;
+  impl.max_payload = p;
+}
+
+void make_dirs(const std::string& path) {
+  for (std::size_t i = 1; i < path.size(); ++i)
+    if (path[i] == '/') {
+      std::string d = path.substr(0, i);
+      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
+        throw Error(Errc::io, "cannot create directory " + d + ": " + std::strerror(errno));
+    }
+}
+
+}  // namespace
+
+Ring Ring::create(const std::string& path, const CreateOptions& opts, const OpenOptions& open_opts) {
+  if (opts.area_size < kMinAreaSize || opts.area_size > kMaxAreaSize)
+    throw Error(Errc::invalid_arg, "ring " + path + ": area size " + std::to_string(opts.area_size) +
+                                       " out of range [" + std::to_string(kMinAreaSize) + ", " +
+                                       std::to_string(kMaxAreaSize) + "]");
+  if (opts.max_msg_len > opts.area_size / 2)
+    throw Error(Errc::invalid_arg, "ring " + path + ": max message length larger than half the area");
+  make_dirs(path);
+  std::random_device rd;
+  std::uint64_t id = (std::uint64_t(rd()) << 32) ^ rd() ^ now_ns();
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%u.%016" PRIx64, self_pid(), id);
+  std::string tmp = path + suffix;
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, opts.mode & 07777);
+  if (fd < 0) {
+    int e = errno;
+    throw Error(e == EACCES ? Errc::permission : Errc::io, "ring " + path + ": cannot create: " + std::strerror(e));
+  }
+  ::fchmod(fd, opts.mode & 07777);  // not subject to the umask
+  std::uint64_t total = kHeaderLen + opts.area_size;
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(Errc::io, "ring " + path + ": cannot size to " + std::to_string(total) + " bytes: " + std::strerror(e));
+  }
+  ::close(fd);
+  try {
+    namespace bip = boost::interprocess;
+    bip::file_mapping fm(tmp.c_str(), bip::read_write);
+    bip::mapped_region rg(fm, bip::read_write, 0, static_cast<std::size_t>(total));
+    auto* h = static_cast<Header*>(rg.get_address());  // zero-filled by ftruncate
+    h->magic = kMagic;
+    h->version = kVersion;
+    h->byte_order = kByteOrderMark;
+    h->word_size = sizeof(void*);
+    h->pos_size = 8;
+    h->writer_slots = kWriterSlots;
+    h->reader_slots = kReaderSlots;
+    h->header_len = kHeaderLen;
+    h->area_size = opts.area_size;
+    h->created_ns = now_ns();
+    h->creator_pid = self_pid();
+    h->max_msg_len = opts.max_msg_len;
+    h->instance_id = id;
+    h->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+    // Empty ring: one RC byte at position 0, head = 0, tail = 1.
+    h->head.store(0, std::memory_order_relaxed);
+    h->tail.store(1, std::memory_order_relaxed);
+    rg.flush();
+  } catch (const boost::interprocess::interprocess_exception& ex) {
+    ::unlink(tmp.c_str());
+    throw Error(Errc::io, "ring " + path + ": cannot map new file: " + ex.what());
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw Error(Errc::io, "ring " + path + ": cannot rename into place: " + std::strerror(e));
+  }
+  return open(path, open_opts);
+}
+
+Ring Ring::open(const std::string& path, const OpenOptions& opts) {
+  auto impl = make_impl(opts);
+  impl->m.map(path, true);
+  finish_impl(*impl);
+  return Ring(std::move(impl));
+}
+
+std::uint64_t Ring::max_payload() const noexcept { return impl_->max_payload; }
+std::uint32_t Ring::max_msg_len() const noexcept { return impl_->m.hdr->max_msg_len; }
+std::uint64_t Ring::area_size() const noexcept { return impl_->m.size; }
+std::uint64_t Ring::instance_id() const noexcept { return impl_->m.hdr->instance_id; }
+const std::string& Ring::path() const noexcept { return impl_->m.path; }
+std::uint8_t* Ring::control() noexcept { return impl_->m.hdr->control; }
+format::Header& Ring::header() noexcept { return *impl_->m.hdr; }
+
+RingStats read_stats(const Header& h) noexcept {
+  RingStats s{};
+  s.head = h.head.load(std::memory_order_relaxed);
+  std::uint64_t t = h.tail.load(std::memory_order_relaxed);
+  s.tail = t & kPosMask;
+  s.locked = (t & kTailLock) != 0;
+  s.area_size = h.area_size;
+  s.msgs_written = h.msgs_written.load(std::memory_order_relaxed);
+  s.bytes_written = h.bytes_written.load(std::memory_order_relaxed);
+  s.batches = h.batches.load(std::memory_order_relaxed);
+  s.msgs_dropped = h.msgs_dropped.load(std::memory_order_relaxed);
+  s.bytes_dropped = h.bytes_dropped.load(std::memory_order_relaxed);
+  s.msgs_truncated = h.msgs_truncated.load(std::memory_order_relaxed);
+  s.msgs_refused = h.msgs_refused.load(std::memory_order_relaxed);
+  s.lock_waits = h.lock_waits.load(std::memory_order_relaxed);
+  s.lock_recoveries = h.lock_recoveries.load(std::memory_order_relaxed);
+  s.torn_discarded = h.torn_discarded.load(std::memory_order_relaxed);
+  s.readers_released = h.readers_released.load(std::memory_order_relaxed);
+  for (auto& rs : h.readers)
+    if (rs.pid.load(std::memory_order_relaxed)) ++s.pinned_readers;
+  for (auto& ws : h.writers)
+    if (ws.pid.load(std::memory_order_relaxed)) ++s.writer_threads;
+  return s;
+}
+
+RingStats Ring::stats() const noexcept { return read_stats(*impl_->m.hdr); }
+
+}  // namespace ringlog

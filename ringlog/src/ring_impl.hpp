@@ -1,0 +1,102 @@
+// Process-private state of an open ring, shared by the writer (ring.cpp) and the
+// readers (reader.cpp). Nothing here is in the file: wait queues hold pointers to
+// stack cells, which only make sense inside this process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+
+#include "ringlog/format.hpp"
+#include "ringlog/ring.hpp"
+
+namespace ringlog::detail {
+
+using format::Header;
+
+// A mapped ring file, read-write or read-only, validated on open.
+struct Mapping {
+  std::string path;
+  boost::interprocess::file_mapping file;
+  boost::interprocess::mapped_region region;
+  Header* hdr = nullptr;
+  std::uint8_t* area = nullptr;
+  std::uint64_t size = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+
+  void map(const std::string& p, bool writable);  // throws Error
+  bool stale() const;
+
+  std::atomic_ref<std::uint8_t> rc(std::uint64_t pos) const noexcept {
+    return std::atomic_ref<std::uint8_t>(area[pos % size]);
+  }
+  // Bytes of the area seen through absolute positions. Reads and writes of message
+  // bytes race by design with passive readers (who re-check head afterwards); under
+  // ThreadSanitizer they go through relaxed atomics so that the race is declared.
+  void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept;
+  void copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept;
+  std::uint8_t byte(std::uint64_t pos) const noexcept;
+};
+
+// Validates a header as found in a file of file_size bytes; returns "" when it is good,
+// else what is wrong. Used by open() and by ringlog-dump.
+std::string validate_header(const Header& h, std::uint64_t file_size);
+
+std::uint64_t now_ns() noexcept;          // CLOCK_REALTIME
+std::uint64_t mono_ns() noexcept;         // CLOCK_MONOTONIC
+std::uint32_t self_pid() noexcept;        // cached, refreshed after fork
+std::uint64_t self_start_time() noexcept;
+std::uint32_t self_tid() noexcept;
+
+// Bounded spinning, then yielding, then short sleeps: threads > cores must not collapse.
+struct Backoff {
+  unsigned n = 0;
+  void pause() noexcept;
+};
+
+}  // namespace ringlog::detail
+
+namespace ringlog {
+
+RingStats read_stats(const format::Header& h) noexcept;
+
+struct Ring::Impl {
+  detail::Mapping m;
+  unsigned nqueues = 6;
+  struct alignas(64) Queue {
+    std::atomic<void*> head{nullptr};
+  };
+  std::unique_ptr<Queue[]> queues;
+  std::uint64_t max_payload = 0;
+  std::uint64_t id = 0;  // process-unique id of this Impl, for thread-local slot caches
+
+  // Dead-process checks, at most every kCheckPeriodNs per process.
+  std::atomic<std::uint64_t> next_check_ns{0};
+
+  // Writer slot of the calling thread (allocated on first use, freed at thread exit).
+  int writer_slot() noexcept;
+  void free_writer_slot(int slot) noexcept;
+
+  // Tail lock, shared by writers, attaching readers and recovery.
+  std::uint64_t lock_tail(int slot) noexcept;  // returns the unlocked tail value
+  bool try_lock_tail(std::uint64_t& t) noexcept;
+  void unlock_tail(std::uint64_t t) noexcept;
+  void recover_dead_owner(std::uint64_t locked_tail) noexcept;
+
+  // With the tail lock held.
+  void check_dead_locked(bool force) noexcept;
+  bool discard_torn(int slot_idx) noexcept;
+  void release_dead_reader(int slot_idx) noexcept;
+
+  void wake_readers() noexcept;
+  ~Impl();
+};
+
+}  // namespace ringlog

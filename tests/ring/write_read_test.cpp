@@ -1,0 +1,337 @@
+// Single-process behaviour of the ring: framing, wrap-around, full ring, drops and
+// their in-band notice, size limits, truncation, pinned and passive readers, wake-ups,
+// and the recovery paths driven by hand (dead reader, torn batch, dead lock owner).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ringlog/ring.hpp"
+#include "test_util.hpp"
+
+using namespace ringlog;
+using namespace ringlog::format;
+using ringlog::test::ScratchPath;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string as_string(const std::vector<std::byte>& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// Drains every message a reader can see now.
+std::vector<std::string> drain(Reader& rd, std::vector<ReadResult>* events = nullptr) {
+  std::vector<std::string> out;
+  std::vector<std::byte> buf;
+  for (;;) {
+    ReadResult r = rd.next(buf);
+    if (r.status == ReadStatus::empty) break;
+    if (events) events->push_back(r);
+    if (r.status == ReadStatus::message) out.push_back((r.kind == MsgKind::notice ? "NOTICE:" : "") + as_string(buf));
+  }
+  return out;
+}
+
+pid_t dead_pid() {
+  pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  ::waitpid(p, nullptr, 0);
+  return p;
+}
+
+}  // namespace
+
+TEST(WriteRead, MessagesComeBackInOrder) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  EXPECT_TRUE(drain(rd).empty());
+  EXPECT_EQ(r.write("hello"), WriteStatus::ok);
+  EXPECT_EQ(r.write(""), WriteStatus::ok);
+  std::string big(1000, 'x');
+  EXPECT_EQ(r.write(big), WriteStatus::ok);
+  auto got = drain(rd);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], "hello");
+  EXPECT_EQ(got[1], "");
+  EXPECT_EQ(got[2], big);
+  RingStats s = r.stats();
+  EXPECT_EQ(s.msgs_written, 3u);
+  EXPECT_EQ(s.msgs_dropped, 0u);
+  EXPECT_FALSE(s.locked);
+}
+
+TEST(WriteRead, GatheredPartsFormOneMessage) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  char a[] = "abc", b[] = "defgh";
+  iovec parts[] = {{a, 3}, {b, 5}, {a, 0}};
+  EXPECT_EQ(r.writev(parts), WriteStatus::ok);
+  auto got = drain(rd);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "abcdefgh");
+}
+
+TEST(WriteRead, TailStartSkipsOldMessages) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("old");
+  Reader passive = Reader::open(p);
+  Reader pinned = Reader::attach(r, {.kind = ReaderKind::pinned});
+  r.write("new");
+  EXPECT_EQ(drain(passive), std::vector<std::string>{"new"});
+  EXPECT_EQ(drain(pinned), std::vector<std::string>{"new"});
+}
+
+TEST(WriteRead, WrapsAroundManyTimes) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  std::uint64_t expect = 0;
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    std::string s = ringlog::test::make_stress(1, i, 20 + i % 300);
+    ASSERT_EQ(r.write(s), WriteStatus::ok) << i;
+    if (i % 3 == 0) {
+      for (auto& m : drain(rd)) {
+        ringlog::test::StressMsg sm;
+        ASSERT_TRUE(ringlog::test::check_stress(m.data(), m.size(), sm));
+        ASSERT_EQ(sm.seq, expect++);
+      }
+    }
+  }
+  for (auto& m : drain(rd)) {
+    ringlog::test::StressMsg sm;
+    ASSERT_TRUE(ringlog::test::check_stress(m.data(), m.size(), sm));
+    ASSERT_EQ(sm.seq, expect++);
+  }
+  EXPECT_EQ(expect, 20000u);
+  EXPECT_GT(r.stats().tail, 10 * 4096u);  // absolute positions kept counting
+}
+
+TEST(FullRing, PinnedReaderMakesWritersDropAndCount) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  std::string m(100, 'm');
+  int ok = 0, dropped = 0;
+  for (int i = 0; i < 100; ++i) {
+    WriteStatus s = r.write(m);
+    if (s == WriteStatus::ok) ++ok;
+    if (s == WriteStatus::dropped) ++dropped;
+  }
+  EXPECT_GT(ok, 30);
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(ok + dropped, 100);
+  RingStats s = r.stats();
+  EXPECT_EQ(s.msgs_dropped, static_cast<std::uint64_t>(dropped));
+  EXPECT_EQ(s.msgs_written, static_cast<std::uint64_t>(ok));
+  // The pinned reader lost nothing that was accepted.
+  auto got = drain(rd);
+  EXPECT_EQ(got.size(), static_cast<std::size_t>(ok));
+  // The next successful writer announces the drops in-band.
+  EXPECT_EQ(r.write("after"), WriteStatus::ok);
+  got = drain(rd);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], "after");
+  EXPECT_EQ(got[0], "NOTICE:ringlog: " + std::to_string(dropped) + " messages (" +
+                        std::to_string(dropped * (1 + 2 + 100)) + " bytes) dropped");
+  // Announced once only.
+  r.write("again");
+  EXPECT_EQ(drain(rd), std::vector<std::string>{"again"});
+}
+
+TEST(FullRing, WithoutPinnedReadersOldMessagesAreOverwritten) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  Reader passive = Reader::open(p, {.start = StartAt::oldest});
+  std::string m(100, 'm');
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(r.write(m), WriteStatus::ok);
+  std::vector<ReadResult> ev;
+  auto got = drain(passive, &ev);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev[0].status, ReadStatus::lost);
+  // Exactly the bytes that were overwritten: every message is 103 bytes.
+  RingStats s = r.stats();
+  EXPECT_EQ(ev[0].lost, s.head);
+  EXPECT_EQ(passive.lost_bytes(), s.head);
+  EXPECT_EQ((s.head + got.size() * 103), s.tail - 1);
+  EXPECT_EQ(r.stats().msgs_dropped, 0u);
+}
+
+TEST(Limits, MaxPayloadFitsAndOneMoreIsRefused) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  std::uint64_t maxp = r.max_payload();
+  EXPECT_GT(maxp, 4000u);
+  EXPECT_LT(maxp, 4096u);
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  std::string almost(maxp, 'A');
+  EXPECT_EQ(r.write(almost), WriteStatus::ok);
+  EXPECT_EQ(drain(rd), std::vector<std::string>{almost});
+  // A message that almost fills the ring, written again and again (reclaims everything).
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.write(almost), WriteStatus::ok);
+  std::string over(maxp + 1, 'B');
+  EXPECT_EQ(r.write(over), WriteStatus::too_big);
+  EXPECT_EQ(r.stats().msgs_refused, 1u);
+  EXPECT_STRNE(to_string(WriteStatus::too_big), "");
+  // Near-full sizes around the boundary never corrupt the ring.
+  for (std::uint64_t n = maxp - 40; n <= maxp; ++n) EXPECT_EQ(r.write(std::string(n, 'c')), WriteStatus::ok);
+  Reader tail = Reader::open(p, {.start = StartAt::oldest});
+  auto got = drain(tail);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].size(), maxp);
+}
+
+TEST(Limits, AlmostFullRingWithPinnedReaderDropsInsteadOfUnderflowing) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  std::uint64_t maxp = r.max_payload();
+  EXPECT_EQ(r.write(std::string(maxp - 10, 'a')), WriteStatus::ok);
+  // Free space is ~10 bytes: everything larger must drop, nothing may wrap onto the reader.
+  for (std::size_t n : {9u, 10u, 11u, 20u, 100u, 4000u}) EXPECT_EQ(r.write(std::string(n, 'b')), WriteStatus::dropped) << n;
+  auto got = drain(rd);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], std::string(maxp - 10, 'a'));
+}
+
+TEST(Limits, ConfiguredMaximumTruncatesExplicitly) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192, .max_msg_len = 10});
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  EXPECT_EQ(r.write("0123456789"), WriteStatus::ok);
+  EXPECT_EQ(r.write("0123456789ABC"), WriteStatus::truncated);
+  char a[] = "01234", b[] = "56789XYZ";
+  iovec parts[] = {{a, 5}, {b, 8}};
+  EXPECT_EQ(r.writev(parts), WriteStatus::truncated);
+  auto got = drain(rd);
+  EXPECT_EQ(got, (std::vector<std::string>{"0123456789", "0123456789", "0123456789"}));
+  EXPECT_EQ(r.stats().msgs_truncated, 2u);
+}
+
+TEST(Readers, PinnedReaderWaitsOnTheFutex) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned});
+  std::thread w([&] {
+    std::this_thread::sleep_for(50ms);
+    r.write("wake");
+  });
+  std::vector<std::byte> buf;
+  auto t0 = std::chrono::steady_clock::now();
+  ReadResult res;
+  while ((res = rd.next(buf)).status == ReadStatus::empty) {
+    rd.wait(5000ms);
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  }
+  EXPECT_EQ(as_string(buf), "wake");
+  w.join();
+}
+
+TEST(Readers, PassiveReaderPollsUntilTimeout) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  Reader rd = Reader::open(p);
+  rd.wait(20ms);  // returns after the timeout with nothing
+  r.write("x");
+  rd.wait(5000ms);  // returns at once
+  EXPECT_EQ(drain(rd), std::vector<std::string>{"x"});
+  EXPECT_EQ(rd.behind(), 0u);
+}
+
+TEST(Readers, PinnedReadersOccupyAndFreeSlots) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  {
+    Reader a = Reader::attach(r, {.kind = ReaderKind::pinned});
+    Reader b = Reader::open(p, {.kind = ReaderKind::pinned});
+    EXPECT_EQ(r.stats().pinned_readers, 2u);
+  }
+  EXPECT_EQ(r.stats().pinned_readers, 0u);
+  // Their pins are gone: the ring can be filled again and again.
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(r.write(std::string(100, 'z')), WriteStatus::ok);
+}
+
+TEST(Recovery, DeadPinnedReaderIsReleased) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 4096});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  // Pretend the reader's process died: its slot names a dead pid.
+  Header& h = r.header();
+  int slot = -1;
+  for (unsigned i = 0; i < kReaderSlots; ++i)
+    if (h.readers[i].pid.load() == static_cast<std::uint32_t>(::getpid())) slot = static_cast<int>(i);
+  ASSERT_GE(slot, 0);
+  h.readers[slot].pid.store(static_cast<std::uint32_t>(dead_pid()));
+  int dropped = 0;
+  for (int i = 0; i < 100; ++i) dropped += r.write(std::string(100, 'q')) == WriteStatus::dropped;
+  EXPECT_GT(dropped, 0);  // blocked at first...
+  r.check_dead();
+  EXPECT_EQ(r.stats().readers_released, 1u);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(r.write(std::string(100, 'q')), WriteStatus::ok);  // ...then free
+}
+
+TEST(Recovery, TornBatchOfADeadWriterIsDiscarded) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("before");
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  Reader pin = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  // Forge what a writer killed in the middle of its copy leaves behind: the tail
+  // advanced over its batch, 0xFF at the batch's RC byte, garbage inside, and its
+  // writer slot recording the batch.
+  Header& h = r.header();
+  std::uint64_t t = h.tail.load();
+  auto* area = reinterpret_cast<std::uint8_t*>(&h) + kHeaderLen;
+  for (std::uint64_t len : {1ull, 2ull, 61ull, 62ull, 300ull}) {
+    t = h.tail.load();
+    std::uint64_t end = t + len + 1;
+    area[(t - 1) % 8192] = kRcWriting;
+    for (std::uint64_t i = t; i < end - 1; ++i) area[i % 8192] = 0xEE;
+    area[(end - 1) % 8192] = 0;
+    WriterSlot& ws = h.writers[200];
+    ws.start_time = 1;
+    ws.saved_rc.store(0);
+    ws.inflight_end.store(end);
+    ws.inflight_pos.store(t);
+    ws.pid.store(static_cast<std::uint32_t>(dead_pid()));
+    h.tail.store(end);
+    // Readers stop at the 0xFF: "after" stays invisible until recovery.
+    r.write("after");
+    auto seen = drain(rd);
+    EXPECT_TRUE(std::find(seen.begin(), seen.end(), "after") == seen.end());
+    r.check_dead();
+    EXPECT_EQ(drain(rd), std::vector<std::string>{"after"}) << len;
+    EXPECT_EQ(ws.pid.load(), 0u);
+  }
+  EXPECT_EQ(r.stats().torn_discarded, 5u);
+  auto pinned = drain(pin);
+  EXPECT_EQ(pinned.size(), 6u);
+  EXPECT_EQ(pinned.front(), "before");
+}
+
+TEST(Recovery, TailLockOfADeadOwnerIsRecovered) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("one");
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  Header& h = r.header();
+  // A dead process holds the lock and had hidden the tail RC byte.
+  std::uint64_t t = h.tail.load();
+  auto* area = reinterpret_cast<std::uint8_t*>(&h) + kHeaderLen;
+  area[(t - 1) % 8192] = kRcWriting;
+  h.owner_saved_rc.store(0);
+  h.owner.store(owner_word(static_cast<std::uint32_t>(dead_pid()), 7));
+  h.tail.store(t | kTailLock);
+  EXPECT_TRUE(r.stats().locked);
+  // A writer waits a bounded time, finds the owner dead, recovers and writes.
+  EXPECT_EQ(r.write("two"), WriteStatus::ok);
+  EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(r.stats().lock_recoveries, 1u);
+  EXPECT_FALSE(r.stats().locked);
+}
