@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ringlog needs to build, test and benchmark.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev libcli11-dev libncurses-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
+  clang libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
+  python3 python3-matplotlib python3-prometheus-client
+  tmux curl procps
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
