@@ -1,0 +1,242 @@
+// Text forms of stats snapshots (varnishstat -1/-j/-l shapes and Prometheus exposition).
+// Input strings come from a shared file: they are escaped for every output format.
+#include <fnmatch.h>
+#include <time.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "ringlog/stats_output.hpp"
+
+namespace ringlog::stats {
+
+Filter::Filter(std::vector<std::string> globs) {
+  for (auto& g : globs) {
+    if (!g.empty() && g[0] == '^') exclude_.push_back(g.substr(1));
+    else include_.push_back(std::move(g));
+  }
+}
+
+bool Filter::match(std::string_view name) const {
+  std::string n(name);
+  if (!include_.empty()) {
+    bool in = false;
+    for (const auto& g : include_)
+      if (::fnmatch(g.c_str(), n.c_str(), 0) == 0) {
+        in = true;
+        break;
+      }
+    if (!in) return false;
+  }
+  for (const auto& g : exclude_)
+    if (::fnmatch(g.c_str(), n.c_str(), 0) == 0) return false;
+  return true;
+}
+
+char flag_letter(Type t) noexcept {
+  switch (t) {
+    case Type::counter: return 'c';
+    case Type::gauge: return 'g';
+    case Type::bitmap: return 'b';
+  }
+  return '?';
+}
+
+char format_letter(Type t, Format f) noexcept {
+  if (t == Type::bitmap) return 'b';
+  switch (f) {
+    case Format::integer: return 'i';
+    case Format::bytes: return 'B';
+    case Format::duration: return 'd';
+  }
+  return '?';
+}
+
+std::string value_text(const CounterValue& c) {
+  char buf[64];
+  if (c.format == Format::duration && c.type != Type::bitmap) {
+    std::snprintf(buf, sizeof buf, "%.6f", c.value());
+  } else if (c.type == Type::gauge) {
+    std::snprintf(buf, sizeof buf, "%" PRId64, c.as_signed());
+  } else {
+    std::snprintf(buf, sizeof buf, "%" PRIu64, c.raw);
+  }
+  return buf;
+}
+
+std::string dhms(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  auto t = static_cast<std::uint64_t>(seconds);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%" PRIu64 "+%02u:%02u:%02u", t / 86400, unsigned(t / 3600 % 24),
+                unsigned(t / 60 % 60), unsigned(t % 60));
+  return buf;
+}
+
+std::string json_escape(std::string_view s) {
+  std::string o;
+  o.reserve(s.size() + 2);
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c < 0x20 ? c : 0xfffd);
+          o += b;
+        } else {
+          o += ch;
+        }
+    }
+  }
+  return o;
+}
+
+std::string format_once(const Snapshot& s, const Filter& f) {
+  std::size_t w = 18;
+  for (const auto& c : s.counters)
+    if (f.match(c.name)) w = std::max(w, c.name.size());
+  const double up = s.uptime_seconds();
+  std::string out;
+  char buf[128];
+  for (const auto& c : s.counters) {
+    if (!f.match(c.name)) continue;
+    out += c.name;
+    out.append(w - c.name.size(), ' ');
+    std::snprintf(buf, sizeof buf, " %12s", value_text(c).c_str());
+    out += buf;
+    if (c.type == Type::counter) std::snprintf(buf, sizeof buf, " %12.2f ", up > 0 ? c.value() / up : 0.0);
+    else std::snprintf(buf, sizeof buf, " %12s ", ".");
+    out += buf;
+    for (char ch : c.description) out += static_cast<unsigned char>(ch) < 0x20 ? ' ' : ch;  // one line each
+    out += '\n';
+  }
+  return out;
+}
+
+std::string format_json(const Snapshot& s, const Filter& f) {
+  char ts[64];
+  time_t t = static_cast<time_t>(s.timestamp_ns / 1000000000u);
+  struct tm tm {};
+  localtime_r(&t, &tm);
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string out = "{\n  \"version\": 1,\n  \"timestamp\": \"";
+  out += ts;
+  out += "\",\n  \"counters\": {";
+  bool first = true;
+  for (const auto& c : s.counters) {
+    if (!f.match(c.name)) continue;
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += "    \"" + json_escape(c.name) + "\": {\n";
+    out += "      \"description\": \"" + json_escape(c.description) + "\",\n";
+    out += std::string("      \"flag\": \"") + flag_letter(c.type) + "\",\n";
+    out += std::string("      \"format\": \"") + format_letter(c.type, c.format) + "\",\n";
+    out += "      \"value\": " + value_text(c) + "\n    }";
+  }
+  out += first ? "}\n}\n" : "\n  }\n}\n";
+  return out;
+}
+
+std::string format_list(const Snapshot& s, const Filter& f) {
+  std::size_t w = 30;
+  for (const auto& c : s.counters)
+    if (f.match(c.name)) w = std::max(w, c.name.size() + 1);
+  auto row = [&](std::string_view a, std::string_view b) {
+    std::string r(a);
+    r.append(w - a.size(), ' ');
+    r += b;
+    r += '\n';
+    return r;
+  };
+  std::string out = "Available fields:\n";
+  out += row("Field name", "Description");
+  out += row("----------", "-----------");
+  for (const auto& c : s.counters)
+    if (f.match(c.name)) out += row(c.name, c.description);
+  return out;
+}
+
+namespace {
+std::string metric_chars(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    o += ok ? static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c) : '_';
+  }
+  return o;
+}
+std::string help_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\') o += "\\\\";
+    else if (c == '\n') o += "\\n";
+    else o += c;
+  }
+  return o;
+}
+std::string label_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\') o += "\\\\";
+    else if (c == '\n') o += "\\n";
+    else if (c == '"') o += "\\\"";
+    else o += c;
+  }
+  return o;
+}
+}  // namespace
+
+std::string prometheus_family(const CounterValue& c) {
+  std::string n = "ringlog_" + metric_chars(c.group) + "_" + metric_chars(c.field);
+  if (c.type != Type::bitmap) {
+    if (c.format == Format::bytes && !n.ends_with("_bytes")) n += "_bytes";
+    if (c.format == Format::duration && !n.ends_with("_seconds")) n += "_seconds";
+  }
+  if (c.type == Type::counter) n += "_total";
+  return n;
+}
+
+std::string format_prometheus(const Snapshot& s, const Filter& f) {
+  struct Family {
+    std::string help;
+    const char* type;
+    std::string samples;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Family> fam;
+  char buf[64];
+  for (const auto& c : s.counters) {
+    if (!f.match(c.name)) continue;
+    std::string name = prometheus_family(c);
+    auto [it, fresh] = fam.try_emplace(name);
+    if (fresh) {
+      order.push_back(name);
+      it->second.help = help_escape(c.description);
+      it->second.type = c.type == Type::counter ? "counter" : "gauge";
+    }
+    std::string line = name;
+    if (!c.ident.empty()) line += "{ident=\"" + label_escape(c.ident) + "\"}";
+    if (c.format == Format::duration && c.type != Type::bitmap) std::snprintf(buf, sizeof buf, " %.9f\n", c.value());
+    else if (c.type == Type::gauge) std::snprintf(buf, sizeof buf, " %" PRId64 "\n", c.as_signed());
+    else std::snprintf(buf, sizeof buf, " %" PRIu64 "\n", c.raw);
+    it->second.samples += line + buf;
+  }
+  std::string out;
+  for (const auto& n : order) {
+    const Family& fm = fam[n];
+    out += "# HELP " + n + " " + fm.help + "\n";
+    out += "# TYPE " + n + " " + fm.type + "\n";
+    out += fm.samples;
+  }
+  return out;
+}
+
+}  // namespace ringlog::stats

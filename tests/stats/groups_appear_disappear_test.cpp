@@ -1,0 +1,140 @@
+// Groups added and removed while running (one per backend): readers notice through the
+// generation, a removed group's counters vanish, and a group added again in its place
+// starts from zero. Bad names, duplicates and a full file are refused with clear errors.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ringlog/stats.hpp"
+#include "ringlog/stats_groups.hpp"
+#include "stats_test_util.hpp"
+
+namespace rs = ringlog::stats;
+
+namespace {
+
+std::size_t count_prefix(const rs::Snapshot& s, std::string_view prefix) {
+  std::size_t n = 0;
+  for (const auto& c : s.counters)
+    if (c.name.starts_with(prefix)) ++n;
+  return n;
+}
+
+TEST(Groups, AppearAndDisappear) {
+  ringlog::test::ScratchDir dir;
+  auto stats = rs::Stats::create(dir.file("stats"));
+  auto reader = rs::StatsReader::open(dir.file("stats"));
+  EXPECT_TRUE(reader.snapshot().counters.empty());
+  const std::uint64_t g0 = reader.generation();
+
+  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto web1 = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
+  auto web2 = stats.add_group(rs::vbe::kKind, "web2", rs::vbe::kDefs);
+  EXPECT_GT(reader.generation(), g0);
+  web1.add(rs::vbe::req, 5);
+  web2.add(rs::vbe::req, 7);
+  rs::Snapshot s = reader.snapshot();
+  EXPECT_EQ(count_prefix(s, "MAIN."), rs::main::kCount);
+  EXPECT_EQ(count_prefix(s, "VBE.web1."), rs::vbe::kCount);
+  ASSERT_NE(s.find("VBE.web2.req"), nullptr);
+  EXPECT_EQ(s.find("VBE.web1.req")->raw, 5u);
+  EXPECT_EQ(s.find("VBE.web2.req")->raw, 7u);
+  EXPECT_EQ(s.find("VBE.web2.req")->ident, "web2");
+  EXPECT_EQ(s.find("VBE.web2.req")->group, "VBE");
+  EXPECT_EQ(s.find("VBE.web2.bereq_hdrbytes")->format, rs::Format::bytes);
+  EXPECT_EQ(s.find("VBE.web2.busy")->level, rs::Level::diag);
+  // Groups are listed in the order they were added.
+  EXPECT_EQ(s.counters.front().name, "MAIN.sess_conn");
+
+  const std::uint64_t g1 = reader.generation();
+  web1.remove();
+  EXPECT_GT(reader.generation(), g1);
+  s = reader.snapshot();
+  EXPECT_EQ(count_prefix(s, "VBE.web1."), 0u);
+  EXPECT_EQ(s.find("VBE.web2.req")->raw, 7u);
+
+  // Same name again, likely in the same slots: it starts from zero.
+  web1 = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
+  s = reader.snapshot();
+  ASSERT_NE(s.find("VBE.web1.req"), nullptr);
+  EXPECT_EQ(s.find("VBE.web1.req")->raw, 0u);
+  web1.add(rs::vbe::req);
+  EXPECT_EQ(reader.snapshot().find("VBE.web1.req")->raw, 1u);
+
+  { auto tmp = stats.add_group(rs::vbe::kKind, "tmp", rs::vbe::kDefs); }  // destroyed: removed
+  EXPECT_EQ(reader.snapshot().find("VBE.tmp.req"), nullptr);
+}
+
+TEST(Groups, ChurnWhileReading) {
+  // A backend group comes and goes while another thread snapshots: every snapshot is
+  // consistent (the group is there whole, or not at all) and MAIN never disappears.
+  ringlog::test::ScratchDir dir;
+  auto stats = rs::Stats::create(dir.file("stats"));
+  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto reader = rs::StatsReader::open(dir.file("stats"));
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    for (int i = 0; i < 2000; ++i) {
+      auto g = stats.add_group(rs::vbe::kKind, "b" + std::to_string(i % 7), rs::vbe::kDefs);
+      g.add(rs::vbe::req, 3);
+      main.add(rs::main::backend_req);
+    }
+    done.store(true, std::memory_order_release);
+  });
+  std::size_t seen = 0;
+  while (!done.load(std::memory_order_acquire)) {
+    rs::Snapshot s = reader.snapshot();
+    EXPECT_EQ(count_prefix(s, "MAIN."), rs::main::kCount);
+    std::size_t vbe = count_prefix(s, "VBE.");
+    EXPECT_TRUE(vbe == 0 || vbe == rs::vbe::kCount) << vbe;
+    if (vbe) {
+      ++seen;
+      for (const auto& c : s.counters)
+        if (c.group == "VBE" && c.field == "req") {
+          EXPECT_TRUE(c.raw == 0 || c.raw == 3) << c.raw;
+        }
+    }
+  }
+  churn.join();
+  EXPECT_EQ(reader.snapshot().find("MAIN.backend_req")->raw, 2000u);
+  EXPECT_EQ(count_prefix(reader.snapshot(), "VBE."), 0u);
+  (void)seen;
+}
+
+TEST(Groups, RefusesBadNamesDuplicatesAndOverflow) {
+  ringlog::test::ScratchDir dir;
+  rs::StatsOptions o;
+  o.max_groups = 3;
+  o.max_counters = 64;
+  auto stats = rs::Stats::create(dir.file("stats"), o);
+  auto expect_err = [](ringlog::Errc code, auto&& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error";
+    } catch (const ringlog::Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+  };
+  using ringlog::Errc;
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("", "", rs::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("BAD.KIND", "", rs::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a b", rs::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", std::string(60, 'x'), rs::vbe::kDefs); });
+  const rs::CounterDef bad[] = {{"Upper", rs::Type::counter, rs::Level::info, rs::Format::integer, "x"}};
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("X", "", bad); });
+  const rs::CounterDef dup[] = {{"a", rs::Type::counter, rs::Level::info, rs::Format::integer, "x"},
+                                {"a", rs::Type::gauge, rs::Level::info, rs::Format::integer, "y"}};
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("X", "", dup); });
+
+  auto a = stats.add_group("VBE", "a", rs::vbe::kDefs);
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a", rs::vbe::kDefs); });
+  auto m = stats.add_group(rs::main::kKind, "", rs::main::kDefs);  // 10 + 29 of 64 slots
+  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "b", rs::main::kDefs); });  // no 29 slots left
+  auto b = stats.add_group("VBE", "b", rs::vbe::kDefs);  // 49 of 64, 3 of 3 groups
+  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "c", rs::vbe::kDefs); });
+  a.remove();
+  auto c = stats.add_group("VBE", "c", rs::vbe::kDefs);  // room again
+  EXPECT_EQ(c.name(), "VBE.c");
+}
+
+}  // namespace

@@ -1,0 +1,109 @@
+// The text forms of a snapshot: varnishstat -1 columns and rates, -j shape and escaping,
+// -l, -f globs with ^ exclusions, Prometheus families (the real parser checks the
+// output in stat_cli_test.sh; here the exact lines are pinned down).
+#include <gtest/gtest.h>
+
+#include "ringlog/stats_output.hpp"
+
+namespace rs = ringlog::stats;
+
+namespace {
+
+rs::CounterValue cv(std::string group, std::string ident, std::string field, rs::Type t, rs::Format f,
+                    std::uint64_t raw, std::string desc) {
+  rs::CounterValue c;
+  c.group = std::move(group);
+  c.ident = std::move(ident);
+  c.field = std::move(field);
+  c.name = c.group + (c.ident.empty() ? "" : "." + c.ident) + "." + c.field;
+  c.type = t;
+  c.format = f;
+  c.raw = raw;
+  c.description = std::move(desc);
+  return c;
+}
+
+rs::Snapshot sample() {
+  rs::Snapshot s;
+  s.created_ns = 1'000'000'000'000ull;
+  s.timestamp_ns = s.created_ns + 100'000'000'000ull;  // 100 s of uptime
+  s.counters.push_back(cv("MAIN", "", "client_req", rs::Type::counter, rs::Format::integer, 250, "Good client requests received"));
+  s.counters.push_back(cv("MAIN", "", "sess_active", rs::Type::gauge, rs::Format::integer, std::uint64_t(-3), "Sessions open now"));
+  s.counters.push_back(cv("MAIN", "", "s_resp_bodybytes", rs::Type::counter, rs::Format::bytes, 4096, "Response body bytes sent"));
+  s.counters.push_back(cv("MAIN", "", "req_time", rs::Type::counter, rs::Format::duration, 1'500'000'000ull, "Time \"spent\"\\ serving"));
+  s.counters.push_back(cv("VBE", "web1", "req", rs::Type::counter, rs::Format::integer, 10, "Requests sent to the backend"));
+  s.counters.push_back(cv("VBE", "web2", "req", rs::Type::counter, rs::Format::integer, 20, "Requests sent to the backend"));
+  s.counters.push_back(cv("VBE", "web1", "happy", rs::Type::bitmap, rs::Format::integer, 0xff, "Health\nprobes"));
+  return s;
+}
+
+TEST(StatsOutput, OnceHasNameValueRateDescription) {
+  std::string o = rs::format_once(sample(), {});
+  EXPECT_NE(o.find("MAIN.client_req                250         2.50 Good client requests received\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("MAIN.sess_active                -3            . Sessions open now\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("MAIN.req_time             1.500000         0.01 Time \"spent\"\\ serving\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("VBE.web1.happy                 255            . Health probes\n"), std::string::npos) << o;
+}
+
+TEST(StatsOutput, FilterGlobsAndExclusions) {
+  rs::Filter inc({"MAIN.*"});
+  EXPECT_TRUE(inc.match("MAIN.client_req"));
+  EXPECT_FALSE(inc.match("VBE.web1.req"));
+  rs::Filter exc({"^VBE.web1.*"});
+  EXPECT_TRUE(exc.match("MAIN.client_req"));
+  EXPECT_FALSE(exc.match("VBE.web1.req"));
+  EXPECT_TRUE(exc.match("VBE.web2.req"));
+  rs::Filter both({"VBE.*", "^*.happy"});
+  EXPECT_TRUE(both.match("VBE.web2.req"));
+  EXPECT_FALSE(both.match("VBE.web1.happy"));
+  EXPECT_FALSE(both.match("MAIN.client_req"));
+  std::string o = rs::format_once(sample(), both);
+  EXPECT_EQ(o.find("MAIN."), std::string::npos);
+  EXPECT_NE(o.find("VBE.web2.req"), std::string::npos);
+  EXPECT_TRUE(rs::Filter().empty());
+}
+
+TEST(StatsOutput, JsonShapeAndEscapes) {
+  std::string j = rs::format_json(sample(), {});
+  EXPECT_EQ(j.rfind("{\n  \"version\": 1,\n  \"timestamp\": \"", 0), 0u) << j;
+  EXPECT_NE(j.find("\"MAIN.sess_active\": {\n      \"description\": \"Sessions open now\",\n      \"flag\": \"g\",\n"
+                   "      \"format\": \"i\",\n      \"value\": -3\n    }"),
+            std::string::npos) << j;
+  EXPECT_NE(j.find("\"description\": \"Time \\\"spent\\\"\\\\ serving\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"format\": \"B\""), std::string::npos);
+  EXPECT_NE(j.find("\"format\": \"d\",\n      \"value\": 1.500000"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"flag\": \"b\",\n      \"format\": \"b\""), std::string::npos) << j;
+  EXPECT_NE(j.find("Health\\nprobes"), std::string::npos);
+  EXPECT_EQ(rs::json_escape(std::string("a\x01\x7f", 3)), "a\\u0001\\ufffd");
+  // No counters: still a complete document.
+  std::string e = rs::format_json(sample(), rs::Filter({"nothing"}));
+  EXPECT_NE(e.find("\"counters\": {}\n}"), std::string::npos) << e;
+}
+
+TEST(StatsOutput, PrometheusFamilies) {
+  std::string p = rs::format_prometheus(sample(), {});
+  EXPECT_NE(p.find("# HELP ringlog_main_client_req_total Good client requests received\n"
+                   "# TYPE ringlog_main_client_req_total counter\nringlog_main_client_req_total 250\n"),
+            std::string::npos) << p;
+  EXPECT_NE(p.find("# TYPE ringlog_main_sess_active gauge\nringlog_main_sess_active -3\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("ringlog_main_s_resp_bodybytes_bytes_total 4096\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("ringlog_main_req_time_seconds_total 1.500000000\n"), std::string::npos) << p;
+  // One family for both backends, told apart by a label.
+  EXPECT_NE(p.find("# TYPE ringlog_vbe_req_total counter\nringlog_vbe_req_total{ident=\"web1\"} 10\n"
+                   "ringlog_vbe_req_total{ident=\"web2\"} 20\n"),
+            std::string::npos) << p;
+  EXPECT_EQ(p.find("# TYPE ringlog_vbe_req_total", p.find("# TYPE ringlog_vbe_req_total") + 1), std::string::npos);
+  EXPECT_NE(p.find("# HELP ringlog_vbe_happy Health\\nprobes\n# TYPE ringlog_vbe_happy gauge\n"), std::string::npos) << p;
+}
+
+TEST(StatsOutput, ListAndUptime) {
+  std::string l = rs::format_list(sample(), rs::Filter({"VBE.*"}));
+  EXPECT_EQ(l.rfind("Available fields:\nField name", 0), 0u) << l;
+  EXPECT_NE(l.find("VBE.web1.req                  Requests sent to the backend\n"), std::string::npos) << l;
+  EXPECT_EQ(l.find("MAIN."), std::string::npos);
+  EXPECT_EQ(rs::dhms(0), "0+00:00:00");
+  EXPECT_EQ(rs::dhms(86400 * 2 + 3600 * 3 + 60 * 4 + 5.9), "2+03:04:05");
+  EXPECT_DOUBLE_EQ(sample().uptime_seconds(), 100.0);
+}
+
+}  // namespace
