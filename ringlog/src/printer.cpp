@@ -1,0 +1,133 @@
+// The shared text printer (varnishlog's layout). Pure string building, no I/O: tools
+// decide where the text goes.
+#include "ringlog/printer.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace ringlog {
+
+namespace {
+
+void pad_right(std::string& out, std::string_view s, std::size_t width) {
+  out += s;
+  if (s.size() < width) out.append(width - s.size(), ' ');
+}
+
+bool needs_escape(unsigned char c) { return c < 0x20 || c >= 0x7f || c == '"' || c == '\\'; }
+
+void level_marker(std::string& out, unsigned level, char c) {
+  if (level > 3) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%c%u%c ", c, level, c);
+    out += b;
+    return;
+  }
+  out.append(level, c);
+  out.append(4 - level, ' ');
+}
+
+}  // namespace
+
+std::string_view txn_label(const Transaction& t) noexcept {
+  switch (t.type) {
+    case TxnType::sess: return "<< Session  >>";
+    case TxnType::req: return "<< Request  >>";
+    case TxnType::bereq: return "<< BeReq    >>";
+    case TxnType::unknown: break;
+  }
+  return t.vxid == 0 ? "<< Record   >>" : "<< Unknown  >>";
+}
+
+void append_payload(std::string& out, Tag tag, std::string_view p) {
+  std::uint8_t flags = tag_flags(tag);
+  if (flags & kTagBinary) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += '[';
+    out += std::to_string(p.size());
+    out += "] ";
+    for (unsigned char c : p) {
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+    return;
+  }
+  bool quote = false;
+  if (flags & kTagUnsafe)
+    for (unsigned char c : p)
+      if (needs_escape(c)) {
+        quote = true;
+        break;
+      }
+  if (!quote) {
+    if (flags & kTagUnsafe) {
+      out += p;
+      return;
+    }
+    // Safe tags come from our own code; still never let a control byte reach a terminal.
+    for (unsigned char c : p) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+    return;
+  }
+  out += '"';
+  for (unsigned char c : p) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\%03o", c);
+          out += b;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+static void append_record_text(std::string& out, const Record& r) {
+  append_payload(out, r.tag, r.payload);
+  if (r.truncated) out += " [truncated]";
+  out += '\n';
+}
+
+void print_raw(std::string& out, const Record& r) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%10" PRIu64 " ", r.vxid);
+  out += b;
+  pad_right(out, tag_name(r.tag), 14);
+  out += ' ';
+  out += kind_char(r.kind);
+  out += ' ';
+  append_record_text(out, r);
+}
+
+void print_terse(std::string& out, unsigned level, const Record& r) {
+  level_marker(out, level, '-');
+  pad_right(out, tag_name(r.tag), 14);
+  out += ' ';
+  append_record_text(out, r);
+}
+
+void print_group(std::string& out, const Group& g) {
+  if (g.mode == Grouping::raw) {
+    for (const Transaction* t : g.txns)
+      for (std::size_t i = 0; i < t->records.size(); ++i) print_raw(out, t->record(i));
+    return;
+  }
+  for (const Transaction* t : g.txns) {
+    level_marker(out, t->level, '*');
+    out += txn_label(*t);
+    out += ' ';
+    pad_right(out, std::to_string(t->vxid), 10);
+    out += '\n';
+    for (std::size_t i = 0; i < t->records.size(); ++i) print_terse(out, t->level, t->record(i));
+  }
+  out += '\n';
+}
+
+}  // namespace ringlog

@@ -1,0 +1,291 @@
+// Transaction buffers: the slow paths of Txn (buffer full, formatting, timestamps,
+// begin/end). The fast path is inline in txn.hpp. Nothing here takes a lock; the only
+// shared write is the ring write of a finished (or full) batch.
+#include "ringlog/txn.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "records_impl.hpp"
+
+namespace ringlog {
+
+namespace detail {
+
+const std::atomic<std::uint64_t> kTxnInactiveMask[4] = {
+    {kDefaultTagMask[0]}, {kDefaultTagMask[1]}, {kDefaultTagMask[2]}, {kDefaultTagMask[3]}};
+
+std::size_t format_u64(char* out, std::uint64_t v) noexcept {
+  char tmp[20];
+  std::size_t n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (std::size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+}  // namespace detail
+
+namespace {
+
+// A few transaction buffers kept per thread, so beginning a transaction does not go
+// to malloc (a request and its backend fetch are usually alive together).
+struct BufferCache {
+  struct Slot {
+    std::uint8_t* buf = nullptr;
+    std::size_t cap = 0;
+  };
+  Slot slots[4];
+  ~BufferCache() {
+    for (auto& s : slots) delete[] s.buf;
+  }
+  std::uint8_t* take(std::size_t cap) {
+    for (auto& s : slots)
+      if (s.buf && s.cap == cap) {
+        std::uint8_t* b = s.buf;
+        s.buf = nullptr;
+        return b;
+      }
+    return new std::uint8_t[cap];
+  }
+  void give(std::uint8_t* buf, std::size_t cap) {
+    for (auto& s : slots)
+      if (!s.buf) {
+        s.buf = buf;
+        s.cap = cap;
+        return;
+      }
+    delete[] buf;
+  }
+};
+thread_local BufferCache t_buffers;
+
+// "seconds.micros", from nanoseconds.
+std::size_t format_seconds(char* out, std::uint64_t ns) {
+  std::uint64_t us = ns / 1000;
+  std::size_t n = detail::format_u64(out, us / 1000000);
+  out[n++] = '.';
+  std::uint64_t frac = us % 1000000;
+  for (int d = 5; d >= 0; --d) {
+    out[n + d] = static_cast<char>('0' + frac % 10);
+    frac /= 10;
+  }
+  return n + 6;
+}
+
+std::size_t format_delta(char* out, std::uint64_t now, std::uint64_t then) {
+  if (now >= then) return format_seconds(out, now - then);
+  out[0] = '-';  // the realtime clock stepped back
+  return 1 + format_seconds(out + 1, then - now);
+}
+
+// "<type> <vxid> <reason>", the payload of Begin and Link.
+std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t vxid, std::string_view reason) {
+  std::string_view tn = type_name(type);
+  std::size_t n = tn.size();
+  std::memcpy(out, tn.data(), n);
+  out[n++] = ' ';
+  n += detail::format_u64(out + n, vxid);
+  out[n++] = ' ';
+  std::size_t r = std::min(reason.size(), room - n);
+  std::memcpy(out + n, reason.data(), r);
+  return n + r;
+}
+
+}  // namespace
+
+Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t parent, std::string_view reason)
+    : mask_(log->ctl->mask_flip), trace_allow_(detail::kTraceBit), type_(type), log_(log), vxid_(vxid) {
+  cap_ = log->txn_buffer;
+  buf_ = t_buffers.take(cap_);
+  hdr_len_ = encode_batch_header(buf_, vxid, kind_of(type), 0);
+  pos_ = buf_ + hdr_len_;
+  end_ = buf_ + cap_;
+  max_rec_ = static_cast<std::uint32_t>(
+      std::min<std::size_t>(log->ctl->max_record(), cap_ - hdr_len_ - kRecordHeaderMax));
+  char b[160];
+  std::size_t n = format_ref(b, sizeof b, type, parent, reason);
+  put(Tag::Begin, b, n);
+}
+
+Txn::Txn(Txn&& o) noexcept
+    : pos_(o.pos_), end_(o.end_), mask_(o.mask_), trace_force_(o.trace_force_), trace_allow_(o.trace_allow_),
+      max_rec_(o.max_rec_), type_(o.type_), first_(o.first_), buf_(o.buf_), cap_(o.cap_), hdr_len_(o.hdr_len_),
+      log_(o.log_), vxid_(o.vxid_), t_start_ns_(o.t_start_ns_), t_prev_ns_(o.t_prev_ns_) {
+  o.buf_ = nullptr;
+  o.release();
+}
+
+Txn& Txn::operator=(Txn&& o) noexcept {
+  if (this == &o) return *this;
+  if (buf_) end();
+  pos_ = o.pos_;
+  end_ = o.end_;
+  mask_ = o.mask_;
+  trace_force_ = o.trace_force_;
+  trace_allow_ = o.trace_allow_;
+  max_rec_ = o.max_rec_;
+  type_ = o.type_;
+  first_ = o.first_;
+  buf_ = o.buf_;
+  cap_ = o.cap_;
+  hdr_len_ = o.hdr_len_;
+  log_ = o.log_;
+  vxid_ = o.vxid_;
+  t_start_ns_ = o.t_start_ns_;
+  t_prev_ns_ = o.t_prev_ns_;
+  o.buf_ = nullptr;
+  o.release();
+  return *this;
+}
+
+void Txn::release() noexcept {
+  if (buf_) t_buffers.give(buf_, cap_);
+  buf_ = pos_ = end_ = nullptr;
+  mask_ = detail::kTxnInactiveMask;
+  trace_force_ = trace_allow_ = 0;
+  max_rec_ = 0;
+  cap_ = hdr_len_ = 0;
+  log_ = nullptr;
+  first_ = true;
+}
+
+void Txn::send(bool last) noexcept {
+  std::uint8_t flags = (first_ ? kBatchFirst : 0) | (last ? kBatchLast : 0);
+  buf_[1] = static_cast<std::uint8_t>((buf_[1] & kBatchKindMask) | flags);
+  log_->count_write(log_->ring.write(std::span<const std::byte>(reinterpret_cast<std::byte*>(buf_), pos_ - buf_)));
+  first_ = false;
+  pos_ = buf_ + hdr_len_;
+}
+
+void Txn::put_slow(Tag t, const void* p, std::size_t n) noexcept {
+  if (!buf_) return;
+  bool trunc = false;
+  if (n > max_rec_) {
+    n = max_rec_;
+    trunc = true;
+  }
+  if (std::size_t(end_ - pos_) < n + kRecordHeaderMax) send(false);  // full: ship what we have
+  // max_rec_ leaves room for one record in an empty buffer.
+  pos_ += encode_record_header(pos_, t, n, trunc);
+  std::memcpy(pos_, p ? p : "", n);
+  pos_ += n;
+}
+
+void Txn::recordf(Tag t, const char* fmt, ...) noexcept {
+  if (!enabled(t)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vput(t, fmt, ap);
+  va_end(ap);
+}
+
+void Txn::vrecordf(Tag t, const char* fmt, va_list ap) noexcept {
+  if (enabled(t)) vput(t, fmt, ap);
+}
+
+void Txn::trace_printf(const char* fmt, ...) noexcept {
+  if (!tracing()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vput(Tag::Trace, fmt, ap);
+  va_end(ap);
+}
+
+void Txn::vput(Tag t, const char* fmt, va_list ap) noexcept {
+  if (!buf_) return;
+  // Format after room for the largest record header, then slide it into place.
+  for (int attempt = 0;; ++attempt) {
+    std::size_t room = std::size_t(end_ - pos_);
+    std::size_t avail = room > kRecordHeaderMax ? room - kRecordHeaderMax : 0;
+    std::size_t limit = std::min<std::size_t>(avail, std::size_t{max_rec_} + 1);
+    char* dst = reinterpret_cast<char*>(pos_ + kRecordHeaderMax);
+    va_list aq;
+    va_copy(aq, ap);
+    int r = limit ? std::vsnprintf(dst, limit, fmt, aq) : 0;
+    va_end(aq);
+    if (r < 0) return;
+    std::size_t len = static_cast<std::size_t>(r);
+    bool trunc = false;
+    if (len >= limit) {
+      if (limit < std::size_t{max_rec_} + 1 && attempt == 0 && pos_ > buf_ + hdr_len_) {
+        send(false);  // the buffer, not the record limit, cut it: retry in an empty buffer
+        continue;
+      }
+      len = limit ? limit - 1 : 0;
+      trunc = true;
+      if (limit == 0) return;
+    }
+    std::size_t h = encode_record_header(pos_, t, len, trunc);
+    std::memmove(pos_ + h, dst, len);
+    pos_ += h + len;
+    return;
+  }
+}
+
+void Txn::timestamp_now(std::string_view label) noexcept {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  timestamp_at(label, std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec));
+}
+
+void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
+  if (!buf_) return;
+  if (t_start_ns_ == 0) t_start_ns_ = t_prev_ns_ = ns;
+  char b[160];
+  std::size_t n = std::min<std::size_t>(label.size(), 64);
+  std::memcpy(b, label.data(), n);
+  b[n++] = ':';
+  b[n++] = ' ';
+  n += format_seconds(b + n, ns);
+  b[n++] = ' ';
+  n += format_delta(b + n, ns, t_start_ns_);
+  b[n++] = ' ';
+  n += format_delta(b + n, ns, t_prev_ns_);
+  t_prev_ns_ = ns;
+  put(Tag::Timestamp, b, n);
+}
+
+void Txn::link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept {
+  if (!buf_) return;
+  char b[160];
+  put(Tag::Link, b, format_ref(b, sizeof b, child_type, child_vxid, reason));
+}
+
+Txn Txn::child(TxnType type, std::string_view reason) {
+  if (!buf_) return Txn();
+  Txn c(log_, type, log_->new_vxid(), vxid_, reason);
+  link(type, c.vxid_, reason);
+  c.trace_force_ = trace_force_;
+  c.trace_allow_ = trace_allow_;
+  return c;
+}
+
+void Txn::set_trace(bool on) noexcept {
+  if (!buf_) return;
+  trace_force_ = on ? detail::kTraceBit : 0;
+  trace_allow_ = on ? detail::kTraceBit : 0;
+}
+
+void Txn::inherit_trace() noexcept {
+  if (!buf_) return;
+  trace_force_ = 0;
+  trace_allow_ = detail::kTraceBit;
+}
+
+void Txn::flush() noexcept {
+  if (buf_ && pos_ > buf_ + hdr_len_) send(false);
+}
+
+void Txn::end() noexcept {
+  if (!buf_) return;
+  put(Tag::End, "", 0);
+  send(true);
+  release();
+}
+
+}  // namespace ringlog

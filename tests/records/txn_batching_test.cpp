@@ -1,0 +1,238 @@
+// Transactions and batching: one ring message per transaction, a full buffer ships in
+// pieces that read back as one transaction, vxids unique across threads and logs,
+// timestamps, links and children, and the lifetime rules (destructor ends, moves).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "records_test_util.hpp"
+#include "test_util.hpp"
+
+using namespace ringlog;
+using ringlog::test::ScratchPath;
+
+TEST(TxnBatching, OneRingMessagePerTransaction) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  auto before = log.ring().stats().msgs_written;
+  Txn t = log.begin(TxnType::req, "rxreq", 1000);
+  for (int i = 0; i < 15; ++i) t.recordf(Tag::ReqHeader, "X-N: %d", i);
+  EXPECT_EQ(log.ring().stats().msgs_written, before) << "nothing reaches the ring before end()";
+  std::uint64_t vxid = t.vxid();
+  t.end();
+  EXPECT_FALSE(t.active());
+  EXPECT_EQ(log.ring().stats().msgs_written, before + 1);
+
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].hdr.vxid, vxid);
+  EXPECT_EQ(b[0].hdr.kind, VxidKind::client);
+  EXPECT_TRUE(b[0].hdr.first);
+  EXPECT_TRUE(b[0].hdr.last);
+  ASSERT_EQ(b[0].records.size(), 17u);
+  EXPECT_EQ(b[0].records.front().tag, Tag::Begin);
+  EXPECT_EQ(b[0].records.front().payload, "req 1000 rxreq");
+  EXPECT_EQ(b[0].records.back().tag, Tag::End);
+  EXPECT_EQ(b[0].records[5].payload, "X-N: 4");
+}
+
+TEST(TxnBatching, FullBufferShipsInPiecesThatReadBackAsOne) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20}, {.txn_buffer = 1024});
+  EXPECT_EQ(log.txn_buffer(), 1024u);
+  Txn t = log.begin(TxnType::bereq, "fetch", 7);
+  for (int i = 0; i < 200; ++i) t.recordf(Tag::BerespHeader, "X-Seq: %04d %s", i, std::string(40, 'h').c_str());
+  t.end();
+
+  auto b = test::read_batches(p);
+  ASSERT_GT(b.size(), 5u);
+  std::vector<std::string> seq;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i].status, DecodeStatus::ok);
+    EXPECT_EQ(b[i].hdr.first, i == 0);
+    EXPECT_EQ(b[i].hdr.last, i + 1 == b.size());
+    EXPECT_EQ(b[i].hdr.kind, VxidKind::backend);
+    for (auto& s : test::payloads(b[i], Tag::BerespHeader)) seq.push_back(s.substr(7, 4));
+  }
+  ASSERT_EQ(seq.size(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    char want[8];
+    std::snprintf(want, sizeof want, "%04d", i);
+    EXPECT_EQ(seq[static_cast<std::size_t>(i)], want);
+  }
+  // The grouper joins the pieces into one transaction.
+  std::string out = test::print_ring(p, Grouping::vxid);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '*'), 1) << out.substr(0, 300);
+  EXPECT_EQ(out.find("VSL"), std::string::npos) << "no synthetic record for a complete transaction";
+}
+
+TEST(TxnBatching, VxidsAreUniqueAcrossThreadsAndLogs) {
+  ScratchPath p;
+  Log a = Log::create(p, {.area_size = 1 << 22}, {.vxid_chunk = 64});
+  Log b = Log::open(p.str(), {.vxid_chunk = 64});
+  constexpr int kThreads = 4, kPer = 2000;
+  std::vector<std::vector<std::uint64_t>> got(kThreads);
+  std::vector<std::thread> th;
+  for (int i = 0; i < kThreads; ++i)
+    th.emplace_back([&, i] {
+      Log& log = i % 2 ? b : a;
+      for (int k = 0; k < kPer; ++k) got[static_cast<std::size_t>(i)].push_back(log.new_vxid());
+    });
+  for (auto& t : th) t.join();
+  std::set<std::uint64_t> all;
+  for (auto& v : got)
+    for (auto x : v) {
+      EXPECT_NE(x, 0u);
+      all.insert(x);
+    }
+  EXPECT_EQ(all.size(), std::size_t{kThreads} * kPer);
+  // Chunks, not a shared counter: the ring's allocator moved once per 64 ids per thread.
+  EXPECT_LE(records_control(a.ring()).next_vxid.load(), std::uint64_t{kThreads} * kPer + 64 * (kThreads + 2));
+}
+
+TEST(TxnBatching, ConcurrentTransactionsArriveWhole) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 32u << 20});
+  constexpr int kThreads = 3, kTxns = 400;
+  std::vector<std::thread> th;
+  for (int i = 0; i < kThreads; ++i)
+    th.emplace_back([&, i] {
+      for (int k = 0; k < kTxns; ++k) {
+        Txn t = log.begin(TxnType::req, "rxreq");
+        for (int r = 0; r < 13; ++r) t.recordf(Tag::ReqHeader, "t%d k%d r%d", i, k, r);
+        t.end();
+      }
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(log.dropped_batches(), 0u);
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), std::size_t{kThreads} * kTxns);
+  std::set<std::uint64_t> vx;
+  for (auto& batch : b) {
+    ASSERT_EQ(batch.records.size(), 15u);
+    EXPECT_TRUE(batch.hdr.first && batch.hdr.last);
+    EXPECT_TRUE(vx.insert(batch.hdr.vxid).second);
+    int ti = -1, ki = -1, ri = -1;
+    ASSERT_EQ(std::sscanf(batch.records[1].payload.c_str(), "t%d k%d r%d", &ti, &ki, &ri), 3);
+    for (int r = 0; r < 13; ++r) {
+      char want[64];
+      std::snprintf(want, sizeof want, "t%d k%d r%d", ti, ki, r);
+      EXPECT_EQ(batch.records[static_cast<std::size_t>(r) + 1].payload, want);
+    }
+  }
+}
+
+TEST(TxnBatching, TimestampsSinceStartAndPrevious) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  Txn t = log.begin(TxnType::req, "rxreq");
+  const std::uint64_t t0 = 1795990488752601000ULL;
+  t.timestamp("Start", t0);
+  t.timestamp("Req", t0 + 1'500'000);
+  t.timestamp("Resp", t0 + 2'000'001'000ULL);
+  t.timestamp("Back", t0 + 2'000'000'000ULL);  // the realtime clock stepped back 1 us
+  t.timestamp("Now");
+  t.end();
+  auto ts = test::payloads(test::read_batches(p)[0], Tag::Timestamp);
+  ASSERT_EQ(ts.size(), 5u);
+  EXPECT_EQ(ts[0], "Start: 1795990488.752601 0.000000 0.000000");
+  EXPECT_EQ(ts[1], "Req: 1795990488.754101 0.001500 0.001500");
+  EXPECT_EQ(ts[2], "Resp: 1795990490.752602 2.000001 1.998501");
+  EXPECT_EQ(ts[3], "Back: 1795990490.752601 2.000000 -0.000001");
+  EXPECT_TRUE(std::regex_match(ts[4], std::regex(R"(Now: \d{10}\.\d{6} -?\d+\.\d{6} -?\d+\.\d{6})"))) << ts[4];
+}
+
+TEST(TxnBatching, TimestampWhileMaskedReadsNoClock) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  Txn t = log.begin(TxnType::req, "rxreq");
+  const std::uint64_t t0 = 1000000000000000000ULL;
+  t.timestamp("Start", t0);
+  log.set_tag_enabled(Tag::Timestamp, false);
+  t.timestamp("Hidden", t0 + 5'000'000);
+  log.set_tag_enabled(Tag::Timestamp, true);
+  t.timestamp("Resp", t0 + 7'000'000);
+  t.end();
+  auto ts = test::payloads(test::read_batches(p)[0], Tag::Timestamp);
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_EQ(ts[1], "Resp: 1000000000.007000 0.007000 0.007000");
+}
+
+TEST(TxnBatching, ChildBeginsAndParentLinks) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  Txn sess = log.begin(TxnType::sess, "HTTP/1");
+  Txn req = sess.child(TxnType::req, "rxreq");
+  Txn be = req.child(TxnType::bereq, "fetch");
+  EXPECT_NE(be.vxid(), req.vxid());
+  std::uint64_t sv = sess.vxid(), rv = req.vxid(), bv = be.vxid();
+  be.end();
+  req.end();
+  sess.end();
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(test::payloads(b[0], Tag::Begin)[0], "bereq " + std::to_string(rv) + " fetch");
+  EXPECT_EQ(b[0].hdr.kind, VxidKind::backend);
+  EXPECT_EQ(test::payloads(b[1], Tag::Begin)[0], "req " + std::to_string(sv) + " rxreq");
+  EXPECT_EQ(test::payloads(b[1], Tag::Link)[0], "bereq " + std::to_string(bv) + " fetch");
+  EXPECT_EQ(test::payloads(b[2], Tag::Link)[0], "req " + std::to_string(rv) + " rxreq");
+  EXPECT_EQ(b[2].hdr.kind, VxidKind::session);
+}
+
+TEST(TxnBatching, LifetimeRules) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  { Txn t = log.begin(TxnType::req, "rxreq"); t.record(Tag::ReqURL, "/dtor"); }  // destructor ends it
+  Txn a = log.begin(TxnType::req, "rxreq");
+  a.record(Tag::ReqURL, "/moved");
+  Txn b = std::move(a);
+  EXPECT_FALSE(a.active());
+  a.record(Tag::ReqURL, "/ignored");  // inactive: nothing
+  a.end();
+  b = log.begin(TxnType::req, "rxreq");  // ends "/moved" first
+  b.record(Tag::ReqURL, "/second");
+  b.end();
+  Txn none;
+  none.record(Tag::ReqURL, "/nothing");
+  none.trace("nothing");
+  none.timestamp("Start");
+  EXPECT_FALSE(none.child(TxnType::bereq, "fetch").active());
+  none.end();
+
+  auto batches = test::read_batches(p);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(test::payloads(batches[0], Tag::ReqURL), std::vector<std::string>{"/dtor"});
+  EXPECT_EQ(test::payloads(batches[1], Tag::ReqURL), std::vector<std::string>{"/moved"});
+  EXPECT_EQ(test::payloads(batches[2], Tag::ReqURL), std::vector<std::string>{"/second"});
+  for (auto& x : batches) EXPECT_EQ(x.records.back().tag, Tag::End);
+}
+
+TEST(TxnBatching, RecordOutsideTransactionIsItsOwnBatch) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  log.record(Tag::Notice, "starting");
+  log.record(Tag::Debug, "masked by default");
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].hdr.vxid, 0u);
+  ASSERT_EQ(b[0].records.size(), 1u);
+  EXPECT_EQ(b[0].records[0].payload, "starting");
+}
+
+TEST(TxnBatching, OpensByInstanceName) {
+  std::string name = "records-test-" + std::to_string(::getpid());
+  std::string path = resolve_ring_path(name);
+  { Log created = Log::create(path, {.area_size = 1 << 20}); }
+  {
+    Log log = Log::open(name);
+    log.begin(TxnType::req, "rxreq").end();
+  }
+  EXPECT_EQ(test::read_batches(path).size(), 1u);
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
