@@ -197,7 +197,7 @@ std::string label_escape(std::string_view s) {
 std::string prometheus_family(const CounterValue& c) {
   std::string n = "ringlog_" + metric_chars(c.group) + "_" + metric_chars(c.field);
   if (c.type != Type::bitmap) {
-    if (c.format == Format::bytes && !n.ends_with("_bytes")) n += "_bytes";
+    if (c.format == Format::bytes && !n.ends_with("bytes")) n += "_bytes";  // s_resp_bodybytes stays
     if (c.format == Format::duration && !n.ends_with("_seconds")) n += "_seconds";
   }
   if (c.type == Type::counter) n += "_total";

@@ -86,7 +86,7 @@ TEST(StatsOutput, PrometheusFamilies) {
                    "# TYPE ringlog_main_client_req_total counter\nringlog_main_client_req_total 250\n"),
             std::string::npos) << p;
   EXPECT_NE(p.find("# TYPE ringlog_main_sess_active gauge\nringlog_main_sess_active -3\n"), std::string::npos) << p;
-  EXPECT_NE(p.find("ringlog_main_s_resp_bodybytes_bytes_total 4096\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("ringlog_main_s_resp_bodybytes_total 4096\n"), std::string::npos) << p;
   EXPECT_NE(p.find("ringlog_main_req_time_seconds_total 1.500000000\n"), std::string::npos) << p;
   // One family for both backends, told apart by a label.
   EXPECT_NE(p.find("# TYPE ringlog_vbe_req_total counter\nringlog_vbe_req_total{ident=\"web1\"} 10\n"

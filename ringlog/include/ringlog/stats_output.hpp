@@ -41,7 +41,8 @@ std::string format_json(const Snapshot& s, const Filter& f);
 // -l: the field names with their descriptions.
 std::string format_list(const Snapshot& s, const Filter& f);
 // Prometheus text format 0.0.4: HELP/TYPE per family, counters as _total, bytes and
-// durations with their base-unit suffix, a group's ident as the label ident="…".
+// durations with their base-unit suffix (_bytes unless the name ends in "bytes";
+// _seconds), a group's ident as the label ident="…".
 std::string format_prometheus(const Snapshot& s, const Filter& f);
 std::string prometheus_family(const CounterValue& c);  // the metric family name
 
