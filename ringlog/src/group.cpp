@@ -203,6 +203,12 @@ void Grouper::try_emit(Node& n) {
     emit_tree(n, {});
     return;
   }
+  if (!n.t.begun) {
+    // Its first batch went by before we started reading: its place in a group is
+    // unknowable, so it is reported alone (emit_tree says what is missing).
+    emit_tree(n, {});
+    return;
+  }
   Node* top = top_of(n);
   if (top && complete(*top, 0)) emit_tree(*top, {});
 }
@@ -239,6 +245,7 @@ void Grouper::emit_tree(Node& top, std::string_view why) {
     nodes_.erase(found);
     Node& x = *np;
     x.t.level = it.level;
+    if (!x.t.begun && x.t.vxid != 0) x.t.records.push_back(synth(std::string(kSynthNoBegin)));
     if (!why.empty() && !x.t.ended) x.t.records.push_back(synth(std::string(why)));
     if (x.overrun) x.t.records.push_back(synth(std::string(kSynthOverrun)));
     children_of(x, kids);

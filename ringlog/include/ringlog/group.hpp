@@ -64,6 +64,7 @@ inline constexpr std::string_view kSynthTimeout = "timeout";
 inline constexpr std::string_view kSynthOverflow = "store overflow";
 inline constexpr std::string_view kSynthFlush = "incomplete: end of input";
 inline constexpr std::string_view kSynthOverrun = "overrun: records may be missing";
+inline constexpr std::string_view kSynthNoBegin = "incomplete: Begin not seen";
 
 struct GroupOptions {
   Grouping mode = Grouping::vxid;
