@@ -71,6 +71,26 @@ TEST(ConcurrentIncrements, ManyThreadsSumExactly) {
                                 static_cast<std::int64_t>(kThreads / 2 * kPerThread * 2));
 }
 
+TEST(ConcurrentIncrements, LocalHandlesSumExactly) {
+  ringlog::test::ScratchDir dir;
+  auto stats = rs::Stats::create(dir.file("stats"));
+  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&] {
+      rs::LocalCounters w = main.local();  // this thread's part, kept at hand
+      for (int i = 0; i < 100000; ++i) {
+        w.add(rs::main::client_req);
+        main.add(rs::main::client_req);  // mixing with Group::add hits the same slab
+        w.sub(rs::main::n_object);
+      }
+    });
+  for (auto& t : ts) t.join();
+  rs::Snapshot s = rs::StatsReader::open(dir.file("stats")).snapshot();
+  EXPECT_EQ(s.find("MAIN.client_req")->raw, 8u * 100000 * 2);
+  EXPECT_EQ(s.find("MAIN.n_object")->as_signed(), -800000);
+}
+
 TEST(ConcurrentIncrements, GaugeSumsNegativeParts) {
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));

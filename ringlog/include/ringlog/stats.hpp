@@ -56,6 +56,23 @@ extern constinit thread_local TlsSlab t_slab;
 std::uint64_t* slab_slow(StatsImpl* impl) noexcept;  // claims (or finds) a slab
 }  // namespace detail
 
+// The calling thread's slab part of one group, for hot loops: add() without the per-call
+// slab lookup of Group::add (three instructions: load, add, store). Valid only on the
+// thread that made it (Group::local()), and only while the group lives.
+class LocalCounters {
+ public:
+  void add(std::uint32_t idx, std::uint64_t n = 1) const noexcept {
+    std::atomic_ref<std::uint64_t> a(v_[idx]);
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  void sub(std::uint32_t idx, std::uint64_t n = 1) const noexcept { add(idx, std::uint64_t(0) - n); }
+
+ private:
+  friend class Group;
+  explicit LocalCounters(std::uint64_t* v) noexcept : v_(v) {}
+  std::uint64_t* v_;
+};
+
 // A group of counters (GROUP[.ident].name), alive until the handle is destroyed or
 // removed. Movable, not copyable. Increment from any thread: each thread adds into its
 // own slab. A Group must not outlive its Stats, and must not be used after remove().
@@ -76,6 +93,8 @@ class Group {
   }
   // Gauges: a thread's part may go negative; the sum over slabs is right.
   void sub(std::uint32_t idx, std::uint64_t n = 1) const noexcept { add(idx, std::uint64_t(0) - n); }
+  // This thread's part of the group, to keep in a worker's state for its hot loop.
+  LocalCounters local() const noexcept { return LocalCounters(slab() + base_); }
   // Bitmaps and absolute gauges: stores into the shared direct slab (last store wins).
   // Do not mix set() and add() on one counter.
   void set(std::uint32_t idx, std::uint64_t v) const noexcept;
