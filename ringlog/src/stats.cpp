@@ -2,15 +2,19 @@
 // adds and removes groups under the directory seqlock. The hot path is in stats.hpp
 // (Group::add); this file must never put a lock or a shared line on it.
 //
-// Ordered accesses (the directory seqlock; readers are in stats_reader.cpp):
-//   S1: generation.store(odd, relaxed)  then  S2: release fence  -- pairs with R2 (reader's
-//       acquire fence before re-reading generation): a reader that saw any entry or
-//       descriptor written after S2 sees an odd or newer generation at R3, and retries.
+// Ordered accesses (the directory seqlock; readers are in stats_reader.cpp). No fences:
+// ThreadSanitizer does not model them, and on x86 release/acquire words are plain moves.
+//   S1: generation.store(odd, relaxed), sequenced before S2.
+//   S2: entry and descriptor words stored with release (store_words) -- pairs with R2
+//       (reader loads them with acquire): a reader that saw any word written after S1
+//       also sees S1, so its R3 finds the generation changed and it retries.
 //   S3: generation.store(even, release) -- pairs with R1 (reader loads generation, acquire):
-//       a reader that sees the new even generation sees every entry written before S3.
+//       a reader that sees the new even generation sees every word written before S3.
 //   S4: slabs_hwm / groups_hwm store release -- pairs with the reader's acquire loads:
 //       a slab or entry counted in the high-water mark has its header written.
-// Counter values themselves are relaxed: each is one 64-bit word, read whole.
+//   S5: zeroing a new group's slots (relaxed) is sequenced before S1, so a reader that
+//       sees the group (after R1 of a later generation) sees the zeros or later sums.
+// Increments themselves are relaxed single-word load+store by the slab's only writer.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -135,13 +139,13 @@ std::string validate_header(const format::Header& h, std::uint64_t file_size) {
 void load_words(void* dst, const void* src, std::size_t n) noexcept {
   auto* d = static_cast<std::uint64_t*>(dst);
   auto* s = static_cast<std::uint64_t*>(const_cast<void*>(src));
-  for (std::size_t i = 0; i < n / 8; ++i) d[i] = std::atomic_ref<std::uint64_t>(s[i]).load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n / 8; ++i) d[i] = std::atomic_ref<std::uint64_t>(s[i]).load(std::memory_order_acquire);  // R2
 }
 
 void store_words(void* dst, const void* src, std::size_t n) noexcept {
   auto* d = static_cast<std::uint64_t*>(dst);
   const auto* s = static_cast<const std::uint64_t*>(src);
-  for (std::size_t i = 0; i < n / 8; ++i) std::atomic_ref<std::uint64_t>(d[i]).store(s[i], std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n / 8; ++i) std::atomic_ref<std::uint64_t>(d[i]).store(s[i], std::memory_order_release);  // S2
 }
 
 std::string clean_string(const char* p, std::size_t cap) {
@@ -184,7 +188,6 @@ void StatsImpl::release_slab(std::uint32_t s) noexcept {
 void StatsImpl::begin_change() noexcept {
   std::uint64_t g = hdr->generation.load(std::memory_order_relaxed);
   hdr->generation.store(g + 1, std::memory_order_relaxed);  // S1
-  std::atomic_thread_fence(std::memory_order_release);       // S2
 }
 
 void StatsImpl::end_change() noexcept {

@@ -37,12 +37,14 @@ struct FileMap {
 // Checks a header found in a file of file_size bytes; "" when good, else what is wrong.
 std::string validate_header(const format::Header& h, std::uint64_t file_size);
 
-// Word-wise relaxed copies to and from the mapping (n is a multiple of 8, both 8-aligned).
+// Word-wise copies to and from the mapping (n a multiple of 8, both 8-aligned): loads
+// acquire, stores release (the directory seqlock, see stats.cpp).
 void load_words(void* dst, const void* src, std::size_t n) noexcept;
 void store_words(void* dst, const void* src, std::size_t n) noexcept;
 
-inline std::uint64_t load_relaxed(const std::uint64_t& w) noexcept {
-  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(w)).load(std::memory_order_relaxed);
+// A slab value, read whole (acquire: keeps the seqlock re-check after it).
+inline std::uint64_t load_value(const std::uint64_t& w) noexcept {
+  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(w)).load(std::memory_order_acquire);
 }
 
 // A string field of the file, bounded and made printable (the file is not trusted).

@@ -4,7 +4,8 @@
 //
 // Ordered accesses (pairings with the writer in stats.cpp):
 //   R1: generation.load(acquire)  -- pairs with S3: the entries of that generation are visible.
-//   R2: acquire fence after reading entries, descriptors and values -- pairs with S2.
+//   R2: entries, descriptors and values loaded with acquire (load_words, load_value) --
+//       pairs with S2; keeps R3 after them.
 //   R3: generation.load(relaxed) == R1 value, else the snapshot is retried.
 #include <sched.h>
 #include <sys/stat.h>
@@ -134,7 +135,7 @@ void StatsReader::Impl::read_groups(Snapshot& s) const {
     for (std::uint32_t sl = 0; sl < nslabs; ++sl) {
       const auto* v = reinterpret_cast<const std::uint64_t*>(slabs + sl * h.slab_stride + sizeof(SlabHeader));
       for (std::uint32_t k = 0; k < e.n_counters; ++k) {
-        std::uint64_t x = detail::load_relaxed(v[e.first_slot + k]);
+        std::uint64_t x = detail::load_value(v[e.first_slot + k]);  // R2
         CounterValue& c = s.counters[first_out + k];
         c.raw = c.type == Type::bitmap ? (c.raw | x) : c.raw + x;
       }
@@ -152,8 +153,7 @@ Snapshot StatsReader::snapshot() const {
       else sched_yield();
       continue;
     }
-    impl_->read_groups(s);
-    std::atomic_thread_fence(std::memory_order_acquire);                 // R2
+    impl_->read_groups(s);                                               // R2
     if (hdr->generation.load(std::memory_order_relaxed) != g1) continue; // R3
     s.timestamp_ns = ringlog::detail::now_ns();
     s.created_ns = impl_->h.created_ns;

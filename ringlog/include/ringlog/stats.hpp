@@ -75,7 +75,8 @@ class LocalCounters {
 
 // A group of counters (GROUP[.ident].name), alive until the handle is destroyed or
 // removed. Movable, not copyable. Increment from any thread: each thread adds into its
-// own slab. A Group must not outlive its Stats, and must not be used after remove().
+// own slab. A Group must not be used after remove(), nor in a child after fork() (the
+// child would share its parent's slabs: it must create its own Stats).
 class Group {
  public:
   Group() = default;
