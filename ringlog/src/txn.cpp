@@ -17,6 +17,9 @@ namespace detail {
 const std::atomic<std::uint64_t> kTxnInactiveMask[4] = {
     {kDefaultTagMask[0]}, {kDefaultTagMask[1]}, {kDefaultTagMask[2]}, {kDefaultTagMask[3]}};
 
+const std::atomic<std::uint64_t> kTraceForcedOn{kTraceBit};
+const std::atomic<std::uint64_t> kTraceForcedOff{0};
+
 std::size_t format_u64(char* out, std::uint64_t v) noexcept {
   char tmp[20];
   std::size_t n = 0;
@@ -99,7 +102,7 @@ std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t 
 }  // namespace
 
 Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t parent, std::string_view reason)
-    : mask_(log->ctl->mask_flip), trace_allow_(detail::kTraceBit), type_(type), log_(log), vxid_(vxid) {
+    : mask_(log->ctl->mask_flip), trace_src_(&log->ctl->mask_flip[0]), type_(type), log_(log), vxid_(vxid) {
   cap_ = log->txn_buffer;
   buf_ = t_buffers.take(cap_);
   hdr_len_ = encode_batch_header(buf_, vxid, kind_of(type), 0);
@@ -113,7 +116,7 @@ Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t 
 }
 
 Txn::Txn(Txn&& o) noexcept
-    : pos_(o.pos_), end_(o.end_), mask_(o.mask_), trace_force_(o.trace_force_), trace_allow_(o.trace_allow_),
+    : pos_(o.pos_), end_(o.end_), mask_(o.mask_), trace_src_(o.trace_src_),
       max_rec_(o.max_rec_), type_(o.type_), first_(o.first_), buf_(o.buf_), cap_(o.cap_), hdr_len_(o.hdr_len_),
       log_(o.log_), vxid_(o.vxid_), t_start_ns_(o.t_start_ns_), t_prev_ns_(o.t_prev_ns_) {
   o.buf_ = nullptr;
@@ -126,8 +129,7 @@ Txn& Txn::operator=(Txn&& o) noexcept {
   pos_ = o.pos_;
   end_ = o.end_;
   mask_ = o.mask_;
-  trace_force_ = o.trace_force_;
-  trace_allow_ = o.trace_allow_;
+  trace_src_ = o.trace_src_;
   max_rec_ = o.max_rec_;
   type_ = o.type_;
   first_ = o.first_;
@@ -147,7 +149,7 @@ void Txn::release() noexcept {
   if (buf_) t_buffers.give(buf_, cap_);
   buf_ = pos_ = end_ = nullptr;
   mask_ = detail::kTxnInactiveMask;
-  trace_force_ = trace_allow_ = 0;
+  trace_src_ = &detail::kTraceForcedOff;
   max_rec_ = 0;
   cap_ = hdr_len_ = 0;
   log_ = nullptr;
@@ -260,21 +262,18 @@ Txn Txn::child(TxnType type, std::string_view reason) {
   if (!buf_) return Txn();
   Txn c(log_, type, log_->new_vxid(), vxid_, reason);
   link(type, c.vxid_, reason);
-  c.trace_force_ = trace_force_;
-  c.trace_allow_ = trace_allow_;
+  c.trace_src_ = trace_src_;  // the global word or a forced one: both outlive the child
   return c;
 }
 
 void Txn::set_trace(bool on) noexcept {
   if (!buf_) return;
-  trace_force_ = on ? detail::kTraceBit : 0;
-  trace_allow_ = on ? detail::kTraceBit : 0;
+  trace_src_ = on ? &detail::kTraceForcedOn : &detail::kTraceForcedOff;
 }
 
 void Txn::inherit_trace() noexcept {
   if (!buf_) return;
-  trace_force_ = 0;
-  trace_allow_ = detail::kTraceBit;
+  trace_src_ = &mask_[0];
 }
 
 void Txn::flush() noexcept {

@@ -23,6 +23,9 @@ struct LogState;
 // The mask seen by an inactive Txn: every tag off, so records on it cost a bit test.
 extern const std::atomic<std::uint64_t> kTxnInactiveMask[4];
 inline constexpr std::uint64_t kTraceBit = 1ULL << std::uint8_t(Tag::Trace);
+// Where a transaction that overrides the global trace switch reads its switch from.
+extern const std::atomic<std::uint64_t> kTraceForcedOn;
+extern const std::atomic<std::uint64_t> kTraceForcedOff;
 }  // namespace detail
 
 class Txn {
@@ -75,10 +78,9 @@ class Txn {
   Txn child(TxnType type, std::string_view reason);
 
   // Tracing: on when this transaction forces it, else when the ring's global switch
-  // (the Trace tag's mask bit) is on. One load, or, and, branch.
-  bool tracing() const noexcept {
-    return ((mask_[0].load(std::memory_order_relaxed) | trace_force_) & trace_allow_) != 0;
-  }
+  // (the Trace tag's mask bit) is on. The override only changes which word is read,
+  // so the check is the same load and bit test as a masked record.
+  bool tracing() const noexcept { return (trace_src_->load(std::memory_order_relaxed) & detail::kTraceBit) != 0; }
   void set_trace(bool on) noexcept;      // per-transaction override
   void inherit_trace() noexcept;          // back to following the global switch
   // A trace point. Disabled: one predictable branch, no call. For formatted trace
@@ -101,11 +103,37 @@ class Txn {
   void put(Tag t, const void* p, std::size_t n) noexcept {
     if (n <= max_rec_ && std::size_t(end_ - pos_) >= n + kRecordHeaderMax) [[likely]] {
       pos_ += encode_record_header(pos_, t, n, false);
-      std::memcpy(pos_, p ? p : "", n);  // an empty string_view may carry a null pointer
+      copy_payload(pos_, p, n);
       pos_ += n;
       return;
     }
     put_slow(t, p, n);
+  }
+  // Short records are the common case: copy them inline with overlapping fixed-size
+  // moves instead of a libc call per record (never reads outside [p, p + n)).
+  static void copy_payload(std::uint8_t* d, const void* src, std::size_t n) noexcept {
+    const auto* s = static_cast<const std::uint8_t*>(src);
+    if (n > 32) {
+      std::memcpy(d, s, n);
+    } else if (n >= 16) {
+      copy_pair<16>(d, s, n);
+    } else if (n >= 8) {
+      copy_pair<8>(d, s, n);
+    } else if (n >= 4) {
+      copy_pair<4>(d, s, n);
+    } else if (n) {
+      d[0] = s[0];
+      d[n / 2] = s[n / 2];
+      d[n - 1] = s[n - 1];
+    }
+  }
+  template <std::size_t K>
+  static void copy_pair(std::uint8_t* d, const std::uint8_t* s, std::size_t n) noexcept {
+    std::uint8_t a[K], b[K];
+    std::memcpy(a, s, K);
+    std::memcpy(b, s + n - K, K);
+    std::memcpy(d, a, K);
+    std::memcpy(d + n - K, b, K);
   }
   void put_slow(Tag t, const void* p, std::size_t n) noexcept;
   void vput(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
@@ -118,8 +146,7 @@ class Txn {
   std::uint8_t* pos_ = nullptr;
   std::uint8_t* end_ = nullptr;  // room ends here (kept 0 for an inactive Txn)
   const std::atomic<std::uint64_t>* mask_ = detail::kTxnInactiveMask;
-  std::uint64_t trace_force_ = 0;  // kTraceBit: forced on
-  std::uint64_t trace_allow_ = 0;  // kTraceBit unless forced off (0 when inactive)
+  const std::atomic<std::uint64_t>* trace_src_ = &detail::kTraceForcedOff;  // mask_ word 0 unless overridden
   std::uint32_t max_rec_ = 0;
   TxnType type_ = TxnType::unknown;
   bool first_ = true;
