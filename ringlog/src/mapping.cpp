@@ -254,7 +254,7 @@ std::string validate_header(const Header& h, std::uint64_t file_size) {
 
 void Mapping::map(const std::string& p, bool writable) {
   path = p;
-  int fd = ::open(p.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  int fd = ::open(p.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not hang us
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT) throw Error(Errc::not_found, "ring " + p + ": no such file");

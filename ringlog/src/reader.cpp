@@ -11,6 +11,8 @@
 //  P1  passive: head.load(acquire) before reading, then the copy, then
 //  P2  fence(acquire) and head.load: pairs with W2; a head that moved past the
 //      message means the copy may be torn, and it is discarded as lost.
+//  R4  pinned move: slot pos (release) then next_pos = 0 (release); pairs with the
+//      recount at head in ring.cpp (next_pos then pos, acquire).
 //  F1  waiters.fetch_add (seq_cst) before the last look for data; pairs with W5.
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -146,7 +148,7 @@ void Reader::Impl::detach() noexcept {
   ReaderSlot& rs = h->readers[slot];
   if (rs.pid.load(std::memory_order_relaxed) == detail::self_pid()) {
     rc_release(*m, pos);
-    rs.pid.store(0, std::memory_order_release);
+    detail::free_reader_slot(rs);
   }
   slot = -1;
 }
@@ -234,8 +236,8 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
       res.pos = pos;
       lost_total += res.lost;
       pos = q;
-      rs.pos.store(q, std::memory_order_relaxed);
-      rs.next_pos.store(0, std::memory_order_relaxed);
+      rs.pos.store(q, std::memory_order_release);  // R4
+      rs.next_pos.store(0, std::memory_order_release);
       return res;
     }
     auto kind_bits = static_cast<std::uint8_t>(word & kKindMask);
@@ -257,8 +259,10 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
     rc_release(mm, pos);  // R3: then leave the old one
     res.pos = pos;
     pos = q;
-    rs.pos.store(q, std::memory_order_relaxed);
-    rs.next_pos.store(0, std::memory_order_relaxed);
+    // R4: pos before clearing next_pos, both release; the recount at head reads
+    // next_pos then pos (acquire), so it always finds a moving reader.
+    rs.pos.store(q, std::memory_order_release);
+    rs.next_pos.store(0, std::memory_order_release);
     if (!deliver) continue;
     rs.msgs_read.store(rs.msgs_read.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     rs.bytes_read.store(rs.bytes_read.load(std::memory_order_relaxed) + len, std::memory_order_relaxed);
@@ -316,6 +320,7 @@ void Reader::wait(std::chrono::milliseconds timeout) {
   Header* h = im.m->hdr;
   if (im.has_data()) return;
   if (im.kind == ReaderKind::pinned) {
+    h->readers[im.slot].last_active_ns.store(detail::now_ns(), std::memory_order_relaxed);
     h->waiters.fetch_add(1, std::memory_order_seq_cst);  // F1
     std::uint32_t seq = h->futex.load(std::memory_order_seq_cst);
     if (!im.has_data()) futex_wait(&h->futex, seq, timeout);

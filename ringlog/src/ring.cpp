@@ -3,7 +3,8 @@
 // reader (it drops instead) and never leave a 0xFF readers-count byte at the tail.
 //
 // Ordered accesses and what they pair with:
-//  W1  xchg RC[tail-1] = 0xFF (acq_rel), under the tail lock: hides the batch area.
+//  W1  xchg RC[tail-1] = 0xFF (acq_rel), under the tail lock, once the batch is known
+//      to fit: hides the batch area from readers until W4.
 //  W2  head.store + fence(release) before any byte of reclaimed space is rewritten;
 //      pairs with P2 (passive reader: fence(acquire) then head.load after copying).
 //  W3  tail.store(new_tail, release): unlocks and publishes; pairs with R1/P1
@@ -276,7 +277,8 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     if (saved >= kRcUnknown) {  // recount the live pinned readers parked there
       saved = 0;
       for (auto& rs : h->readers)
-        if (rs.pid.load(std::memory_order_relaxed) && rs.pos.load(std::memory_order_relaxed) == t - 1 &&
+        if (rs.pid.load(std::memory_order_relaxed) &&
+            (rs.pos.load(std::memory_order_acquire) == t - 1 || rs.next_pos.load(std::memory_order_acquire) == t) &&
             process_alive(static_cast<pid_t>(rs.pid.load(std::memory_order_relaxed)), rs.start_time))
           ++saved;
     }
@@ -353,8 +355,7 @@ void Ring::Impl::release_dead_reader(int i) noexcept {
     } while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
                                        std::memory_order_relaxed));
   }
-  rs.next_pos.store(0, std::memory_order_relaxed);
-  rs.pid.store(0, std::memory_order_release);
+  detail::free_reader_slot(rs);
   h->readers_released.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -395,9 +396,9 @@ void Ring::Impl::check_dead_locked(bool force) noexcept {
     unsigned live = 0;
     for (auto& rs : h->readers) {
       std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
-      if (pid && (rs.pos.load(std::memory_order_relaxed) == head ||
-                  rs.next_pos.load(std::memory_order_relaxed) == head + 1))
-        ++live;
+      std::uint64_t next = rs.next_pos.load(std::memory_order_acquire);  // pairs with R4
+      std::uint64_t at = rs.pos.load(std::memory_order_acquire);
+      if (pid && (at == head || next == head + 1)) ++live;
     }
     if (live == 0 && rc.compare_exchange_strong(v, 0, std::memory_order_acq_rel))
       h->readers_released.fetch_add(1, std::memory_order_relaxed);
@@ -477,9 +478,6 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   std::uint64_t needed = leader->needed_tot.load(std::memory_order_acquire);
   std::uint64_t count = leader->count_tot.load(std::memory_order_relaxed);
 
-  std::uint8_t saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);  // W1
-  h->owner_saved_rc.store(saved, std::memory_order_relaxed);
-
   // Announce earlier drops in-band, if there is room for it too.
   char note[96];
   std::uint64_t note_msgs = h->pending_drop_msgs.load(std::memory_order_relaxed);
@@ -490,6 +488,11 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     note_len = static_cast<std::uint64_t>(n);
     note_need = 1 + varint_size((note_len << kKindBits) | std::uint64_t(MsgKind::notice)) + note_len;
   }
+  // Room first, before hiding anything: unlike HAProxy, a batch that will be dropped
+  // never touches the RC byte at tail-1. Otherwise, with the ring full behind a pinned
+  // reader, back-to-back dropping writers keep that byte at 0xFF and the reader can
+  // never step onto it: a livelock (seen in the kill test). Reclaim needs no 0xFF to
+  // stop at tail-1: it stops at any RC != 0 and never steps past tail-1.
   std::uint64_t old_head = h->head.load(std::memory_order_relaxed);
   std::uint64_t head = old_head;
   bool blocked = false;
@@ -501,9 +504,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   }
 
   if (!fits) {
-    // Drop the whole batch. The saved RC goes back before the tail is written back:
-    // a 0xFF must never stay at the tail.
-    m.rc(t - 1).store(saved, std::memory_order_release);
+    // Drop the whole batch; the tail (and its RC byte) stay as they were.
     std::uint64_t bytes = needed;
     h->msgs_dropped.fetch_add(count, std::memory_order_relaxed);
     h->bytes_dropped.fetch_add(bytes, std::memory_order_relaxed);
@@ -521,6 +522,8 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     return kDropped;
   }
 
+  std::uint8_t saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);  // W1
+  h->owner_saved_rc.store(saved, std::memory_order_relaxed);
   std::uint64_t new_tail = t + needed + note_need;
   if (head != old_head) {
     h->head.store(head, std::memory_order_relaxed);
@@ -532,6 +535,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     ws.saved_rc.store(saved, std::memory_order_relaxed);
     ws.inflight_end.store(new_tail, std::memory_order_relaxed);
     ws.inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
+    ws.batches.store(ws.batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   if (note_need) {
     h->pending_drop_msgs.store(0, std::memory_order_relaxed);

@@ -45,6 +45,15 @@ struct Mapping {
   std::uint8_t byte(std::uint64_t pos) const noexcept;
 };
 
+// Frees a reader slot: its identity is cleared before the pid, so that a checker never
+// pairs a new owner's pid with the old owner's start time.
+inline void free_reader_slot(format::ReaderSlot& rs) noexcept {
+  rs.start_time = 0;
+  rs.mode = 0;
+  rs.next_pos.store(0, std::memory_order_relaxed);
+  rs.pid.store(0, std::memory_order_release);
+}
+
 // Validates a header as found in a file of file_size bytes; returns "" when it is good,
 // else what is wrong. Used by open() and by ringlog-dump.
 std::string validate_header(const Header& h, std::uint64_t file_size);

@@ -2,6 +2,8 @@
 // themselves, and payload builders with a checksum so torn copies are caught.
 #pragma once
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,6 +34,18 @@ class ScratchPath {
  private:
   std::string path_;
 };
+
+// fork() for test children: a child dies with its parent, so that a failed or
+// aborted test never leaves writers running behind it.
+inline pid_t fork_child() {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(99);
+  }
+  return pid;
+}
 
 inline std::uint32_t fnv1a(const void* p, std::size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);

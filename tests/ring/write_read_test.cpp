@@ -335,3 +335,23 @@ TEST(Recovery, TailLockOfADeadOwnerIsRecovered) {
   EXPECT_EQ(r.stats().lock_recoveries, 1u);
   EXPECT_FALSE(r.stats().locked);
 }
+
+TEST(Recovery, TailLockOfAnUnrecordedDeadOwnerIsRecoveredAfterALongerWait) {
+  // The owner died between taking the lock and recording itself: the owner word is 0.
+  // Writers wait longer (about a second), see that a registered writer is dead, recover.
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("one");
+  Header& h = r.header();
+  pid_t dead = dead_pid();
+  WriterSlot& ws = h.writers[100];
+  ws.start_time = 1;
+  ws.pid.store(static_cast<std::uint32_t>(dead));
+  std::uint64_t t = h.tail.load();
+  h.owner.store(0);
+  h.tail.store(t | kTailLock);
+  EXPECT_EQ(r.write("two"), WriteStatus::ok);
+  EXPECT_EQ(r.stats().lock_recoveries, 1u);
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
+}

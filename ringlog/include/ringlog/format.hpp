@@ -57,7 +57,7 @@ struct alignas(64) ReaderSlot {                // one per pinned reader, 64 byte
   std::uint32_t mode;                          // ReaderMode
   std::uint64_t start_time;                    // process start time
   std::atomic<std::uint64_t> pos;              // absolute position of the RC byte it holds
-  std::atomic<std::uint64_t> last_active_ns;   // CLOCK_REALTIME of its last read
+  std::atomic<std::uint64_t> last_active_ns;   // CLOCK_REALTIME of attach or last wait
   std::atomic<std::uint64_t> msgs_read;
   std::atomic<std::uint64_t> bytes_read;
   std::atomic<std::uint64_t> next_pos;         // position it is moving to (+1); 0: none
@@ -85,7 +85,7 @@ struct Header {
   // -- 64: tail line; the counters here are written only by the tail-lock holder
   alignas(64) std::atomic<std::uint64_t> tail;
   std::atomic<std::uint64_t> msgs_written;
-  std::atomic<std::uint64_t> bytes_written;  // payload bytes
+  std::atomic<std::uint64_t> bytes_written;  // message bytes, framing included
   std::atomic<std::uint64_t> batches;
   std::atomic<std::uint64_t> pending_drop_msgs;  // drops not yet announced in-band
   std::atomic<std::uint64_t> pending_drop_bytes;

@@ -1,5 +1,5 @@
 // The ringlog ring: a file-backed, multi-writer, multi-process message ring
-// (HAProxy 3.x write algorithm; see docs/FORMAT.md and docs/DESIGN-ring.md).
+// (HAProxy 3.x write algorithm; see docs/FORMAT.md and docs/RING.md).
 // Thread safety: a Ring may be shared by any number of threads; write() never blocks
 // on readers (it drops instead), and never throws on the hot path.
 #pragma once
