@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   app.add_flag("-l", list, "List the counter names with their descriptions and exit");
   app.add_option("-f", globs, "Field inclusion glob; a glob starting with ^ excludes (repeatable)")
       ->type_name("GLOB")->allow_extra_args(false);
-  app.add_option("-n", instance, "Instance name (under $RINGLOG_DIR or /dev/shm/ringlog), directory or stats file")
+  app.add_option("-n", instance, "Instance name (under $RINGLOG_DIR or /dev/shm/ringlog), directory, or its stats or ring file")
       ->type_name("NAME");
   app.add_option("-t", timeout_arg, "Wait up to SECONDS for a missing instance; 'off' waits forever (default 0)")
       ->type_name("SECONDS|off");

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -185,7 +186,13 @@ InstanceReader InstanceReader::open(std::string_view arg) {
   struct stat st {};
   if (a.find('/') != std::string::npos) {
     if (::stat(a.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      impl->stats_path = a;
+      // A file: the ring (by its magic) or else the stats file of the instance.
+      std::uint64_t magic = 0;
+      if (FILE* f = std::fopen(a.c_str(), "rbe")) {
+        if (std::fread(&magic, sizeof magic, 1, f) != 1) magic = 0;
+        std::fclose(f);
+      }
+      (magic == ringlog::format::kMagic ? impl->ring_path : impl->stats_path) = a;
       impl->dir = std::filesystem::path(a).parent_path().string();
     } else {
       impl->dir = a;
@@ -195,7 +202,7 @@ InstanceReader InstanceReader::open(std::string_view arg) {
   }
   if (impl->dir.empty()) impl->dir = ".";
   if (impl->stats_path.empty()) impl->stats_path = impl->dir + "/" + format::kFileName;
-  impl->ring_path = impl->dir + "/" + std::string(kRingFileName);
+  if (impl->ring_path.empty()) impl->ring_path = impl->dir + "/" + std::string(kRingFileName);
 
   try {
     impl->stats.emplace(StatsReader::open(impl->stats_path));

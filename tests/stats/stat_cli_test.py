@@ -176,6 +176,9 @@ try:
     check(r.stdout.split()[:2] == ["MAIN.client_req", "1000"], "-n DIR")
     r = stat("-n", os.path.join(WORK, "fixed", "stats"), "-1", "-f", "MAIN.client_req")
     check(r.stdout.split()[:2] == ["MAIN.client_req", "1000"], "-n FILE")
+    r = stat("-n", os.path.join(WORK, "fixed", "ring"), "-1", "-f", "MAIN.client_req", "-f", "RING.msgs_written")
+    check(r.stdout.split()[:2] == ["MAIN.client_req", "1000"] and "RING.msgs_written" in r.stdout,
+          "-n RINGFILE: " + r.stdout + r.stderr)
 finally:
     stop(w)
 

@@ -202,7 +202,8 @@ class StatsReader {
 // the RING group; plus STAT.uptime. Either file may be missing, not both.
 class InstanceReader {
  public:
-  // arg: an instance name (-n NAME, "" for the default), a directory, or a stats file path.
+  // arg: an instance name (-n NAME, "" for the default), a directory, or the path of
+  // the instance's stats file or ring file.
   static InstanceReader open(std::string_view arg);  // throws Error(not_found) and others
   InstanceReader(InstanceReader&&) noexcept;
   InstanceReader& operator=(InstanceReader&&) noexcept;
