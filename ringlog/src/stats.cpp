@@ -304,6 +304,10 @@ Stats::Stats(Stats&&) noexcept = default;
 Stats& Stats::operator=(Stats&&) noexcept = default;
 Stats::~Stats() = default;
 
+void Stats::register_thread() noexcept {
+  if (detail::t_slab.key != impl_->key) (void)detail::slab_slow(impl_.get());
+}
+
 const std::string& Stats::path() const noexcept { return impl_->m.path; }
 std::uint64_t Stats::generation() const noexcept { return impl_->hdr->generation.load(std::memory_order_acquire); }
 std::uint64_t Stats::instance_id() const noexcept { return impl_->hdr->instance_id; }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_format.hpp"
@@ -67,8 +68,18 @@ TEST(StatsFileFormat, HeaderDescribesTheFile) {
   EXPECT_EQ(h.generation.load(), 0u);
   auto g = stats.add_group("MAIN", "", rs::main::kDefs);
   EXPECT_EQ(h.generation.load(), 2u);
-  g.add(rs::main::client_req);  // claims slab 1 for this thread
+  stats.register_thread();  // claims slab 1 for this thread
   EXPECT_EQ(h.slabs_hwm.load(), 2u);
+  g.add(rs::main::client_req);  // into that slab
+  EXPECT_EQ(h.slabs_hwm.load(), 2u);
+  std::thread([&] { g.add(rs::main::client_req); }).join();  // another thread, slab 2
+  EXPECT_EQ(h.slabs_hwm.load(), 3u);
+  std::thread([&] { g.add(rs::main::client_req); }).join();  // reuses the released slab 2
+  EXPECT_EQ(h.slabs_hwm.load(), 3u);
+  auto* slab2 = reinterpret_cast<const fmt::SlabHeader*>(static_cast<const std::uint8_t*>(raw.p) + h.slabs_off +
+                                                        2 * h.slab_stride);
+  EXPECT_EQ(slab2->claims.load(), 2u);
+  EXPECT_EQ(slab2->owner_pid.load(), 0u);  // free again: its thread exited
   // Slab values are cache-line aligned.
   EXPECT_EQ((h.slabs_off + sizeof(fmt::SlabHeader)) % 64, 0u);
 }

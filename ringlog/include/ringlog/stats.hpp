@@ -136,6 +136,12 @@ class Stats {
   // group, Error(busy) when the file has no room left.
   Group add_group(std::string_view kind, std::string_view ident, std::span<const CounterDef> defs);
 
+  // Gives the calling thread its slab now (worker start-up), rather than at its first
+  // increment. Threads that never call it get one on first use; a slab is released
+  // (its counts kept) when its thread exits. Never fails: past max_slabs threads share
+  // the direct slab and their increments may race.
+  void register_thread() noexcept;
+
   const std::string& path() const noexcept;
   std::uint64_t generation() const noexcept;  // bumped twice per group added or removed
   std::uint64_t instance_id() const noexcept;
