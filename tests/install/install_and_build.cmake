@@ -1,0 +1,30 @@
+# cmake -P script run by the install_find_package test (see CMakeLists.txt here).
+foreach(v BUILD_DIR EXAMPLE_DIR WORK_DIR GENERATOR CXX)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "install_and_build.cmake: ${v} is not set")
+  endif()
+endforeach()
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+if(NOT EXISTS ${prefix}/include/ringlog/log.hpp OR NOT EXISTS ${prefix}/include/ringlog/defs/tags.def)
+  message(FATAL_ERROR "the records headers (ringlog/log.hpp, ringlog/defs/tags.def) were not installed")
+endif()
+# Only the installed prefix: the example must not see the source or build trees.
+run("configure example" ${CMAKE_COMMAND} -S ${EXAMPLE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+run("build example" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run("run example" ${WORK_DIR}/build/ringlog_embed_example ${WORK_DIR}/ring 3)
+message(STATUS "${last_output}")
+if(NOT last_output MATCHES "6 request groups, 6 with their fetch")
+  message(FATAL_ERROR "unexpected example output:\n${last_output}")
+endif()
