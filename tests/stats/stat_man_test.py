@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""ringlog-stat(1) against `ringlog-stat --help`: every option of --help is an item of the
-man page's OPTIONS section, every item there is an option of --help, and the exit codes
-listed by --help are those of EXIT STATUS.
+"""ringlog-stat(1) against `ringlog-stat --help` and the counter lists: every option of
+--help is an item of the man page's OPTIONS section and every item there an option of
+--help; the exit codes listed by --help are those of EXIT STATUS; the COUNTERS section
+lists exactly the counters of ringlog/defs/counters_*.def, with their descriptions.
 
-usage: stat_man_test.py RINGLOG_STAT MAN_PAGE
+usage: stat_man_test.py RINGLOG_STAT MAN_PAGE DEFS_DIR
 """
+import os
 import re
 import subprocess
 import sys
 
-stat, man_path = sys.argv[1], sys.argv[2]
+stat, man_path, defs_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 help_text = subprocess.run([stat, "--help"], capture_output=True, text=True, check=True).stdout
 
 help_opts = set()
@@ -57,8 +59,30 @@ for i, line in enumerate(ex):
 if codes_help != codes_man or not codes_help:
     failures.append(f"exit codes differ: --help {sorted(codes_help)}, man {sorted(codes_man)}")
 
+# COUNTERS: "GROUP.name" items (VBE.NAME.name for per-backend ones) with "desc (t, l, f)."
+man_counters = {}
+cl = sections.get("COUNTERS", [])
+for i, line in enumerate(cl):
+    if line.strip() == ".TP" and i + 2 < len(cl):
+        man_counters[plain(re.sub(r"^\.B\s+", "", cl[i + 1])).strip()] = plain(cl[i + 2]).strip()
+def_counters = {}
+for fname, prefix in (("counters_main.def", "MAIN."), ("counters_vbe.def", "VBE.NAME."), ("counters_ring.def", "RING.")):
+    for line in open(os.path.join(defs_dir, fname)):
+        m = re.match(r'^RINGLOG_COUNTER\((\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*"(.*)"\)\s*$', line)
+        if m:
+            name, t, l, fm, d = m.groups()
+            def_counters[prefix + name] = f"{d} ({t}, {l}, {fm})."
+if len(def_counters) < 40:
+    failures.append(f"could not read the .def lists: {len(def_counters)} counters")
+for k, v in def_counters.items():
+    if man_counters.get(k) != v:
+        failures.append(f"counter {k}: man page has {man_counters.get(k)!r}, .def has {v!r}")
+for k in man_counters.keys() - def_counters.keys():
+    failures.append(f"counter {k} is in the man page but in no .def list")
+
 for f in failures:
     print("FAIL:", f)
 if failures:
     sys.exit(1)
-print(f"man page matches --help: {sorted(help_opts)}, exit codes {sorted(codes_man)}")
+print(f"man page matches --help: {sorted(help_opts)}, exit codes {sorted(codes_man)}, "
+      f"{len(def_counters)} counters")
