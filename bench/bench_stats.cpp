@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "ringlog/stats.hpp"
@@ -105,20 +106,31 @@ BENCHMARK(BM_SharedAtomicAdd)->Threads(1)->Threads(2)->Threads(8)->Threads(16)->
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
+    // With --benchmark_repetitions the median is kept, else the single run.
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration) continue;
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
       auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rate_[r.benchmark_name()] = it->second.value;
+      if (it == r.counters.end()) continue;
+      const std::string key = r.run_name.str();
+      if (median || !medians_.count(key)) {
+        rate_[key] = it->second.value;
+        cpu_[key] = r.GetAdjustedCPUTime();  // ns of CPU per iteration (one task), all threads
+      }
+      if (median) medians_.insert(key);
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  double rate(const std::string& bench, int threads) const {
-    auto it = rate_.find(bench + "/real_time/threads:" + std::to_string(threads));
-    return it == rate_.end() ? 0 : it->second;
-  }
+  double rate(const std::string& bench, int threads) const { return get(rate_, bench, threads); }
+  double cpu_ns(const std::string& bench, int threads) const { return get(cpu_, bench, threads); }
 
  private:
-  std::map<std::string, double> rate_;
+  static double get(const std::map<std::string, double>& m, const std::string& bench, int threads) {
+    auto it = m.find(bench + "/real_time/threads:" + std::to_string(threads));
+    return it == m.end() ? 0 : it->second;
+  }
+  std::map<std::string, double> rate_, cpu_;
+  std::set<std::string> medians_;
 };
 
 }  // namespace
@@ -153,6 +165,15 @@ int main(int argc, char** argv) {
     std::printf("%8d %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f %12.2f\n", t, a / 1e6, l / 1e6, b / 1e6, c / 1e6,
                 b > 0 ? a / b : 0, b > 0 ? l / b : 0, c > 0 ? a / c : 0);
   }
+  // CPU per increment does not depend on how busy the machine is; real-time rates do.
+  std::printf("\nCPU ns per increment (task CPU time / %d):\n%8s %10s %10s %10s %10s\n", kPerTask, "threads", "slabs",
+              "local", "mutex-sum", "atomic");
+  for (int t : {1, 2, 8, 16}) {
+    std::printf("%8d %10.2f %10.2f %10.2f %10.2f\n", t, rep.cpu_ns("BM_SlabCounters", t) / kPerTask,
+                rep.cpu_ns("BM_SlabLocal", t) / kPerTask, rep.cpu_ns("BM_MutexSumStat", t) / kPerTask,
+                rep.cpu_ns("BM_SharedAtomicAdd", t) / kPerTask);
+  }
+  std::printf("\n");
   for (const char* b : {"BM_SlabCounters", "BM_SlabLocal"}) {
     double s1 = rep.rate(b, 1), s2 = rep.rate(b, 2), s16 = rep.rate(b, 16), m16 = rep.rate("BM_MutexSumStat", 16);
     if (s1 > 0 && s2 > 0)
