@@ -126,6 +126,7 @@ TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
   std::atomic<int> phase{0};
   std::atomic<bool> stop{false};
   std::atomic<int> after_final{0};
+  std::atomic<int> written{0};
   constexpr int kWriters = 2, kMaxTxns = 30000;
   std::vector<std::thread> th;
   for (int w = 0; w < kWriters; ++w)
@@ -138,15 +139,20 @@ TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
         t.record(Tag::ReqURL, "/");
         t.end();
         if (ph == 1) after_final.fetch_add(1, std::memory_order_relaxed);
+        written.fetch_add(1, std::memory_order_relaxed);
       }
     });
-  for (int i = 0; i < 300; ++i) {
+  // Toggle while the writers are demonstrably writing (the machine may be loaded).
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (written.load() < 50 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+  const int start = written.load();
+  for (int i = 0; i < 300 || (written.load() - start < 2000 && std::chrono::steady_clock::now() < deadline); ++i) {
     log.set_tag_enabled(Tag::Debug, i % 2 == 0);
     std::this_thread::sleep_for(50us);
   }
   log.set_tag_enabled(Tag::Debug, false);
   phase.store(1, std::memory_order_release);
-  auto deadline = std::chrono::steady_clock::now() + 20s;
+  deadline = std::chrono::steady_clock::now() + 20s;
   while (after_final.load() < 200 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
   stop = true;
   for (auto& t : th) t.join();
