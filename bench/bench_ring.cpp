@@ -15,12 +15,15 @@
 //   RINGLOG_BENCH_QUEUES   ringlog wait queues per process, default 6
 //   RINGLOG_BENCH_SLICE_MS length of one iteration, default 50
 //   RINGLOG_BENCH_AREA_MB  ring size in MiB (both rings), default 16
+//   RINGLOG_BENCH_READER_SLEEP_US  the passive reader, when it has caught up, sleeps
+//                          this long instead of calling Reader::wait() (0: wait())
 // Flags: Google Benchmark's own, plus --json=FILE (same as --benchmark_out=FILE
 // --benchmark_out_format=json).
 #include <benchmark/benchmark.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +82,7 @@ long env_long(const char* name, long def, long lo, long hi) {
 unsigned g_queues = 6;
 long g_slice_ms = 50;
 std::uint64_t g_area = 16u << 20;
+long g_reader_sleep_us = 0;
 
 // ---------------------------------------------------------------- message mix
 
@@ -171,10 +175,11 @@ class MutexRing {
 
 // ---------------------------------------------------------------- writer pool
 
-// N writer threads that write rounds of the mix between start() and stop().
+// N writer threads that write rounds of the mix during each slice. Only messages that
+// went into the ring count (a dropped write is cheap and must not inflate msg/s).
 class Pool {
  public:
-  using WriteFn = std::function<void(unsigned thread, const iovec* parts)>;
+  using WriteFn = std::function<bool(unsigned thread, const iovec* parts)>;
 
   Pool(unsigned n, WriteFn fn) : counts_(n), fn_(std::move(fn)) {
     threads_.reserve(n);
@@ -227,9 +232,8 @@ class Pool {
         for (unsigned j = 0; j < kRound; ++j, ++k) {
           iovec v[2];
           pl.parts(k, v);
-          fn_(i, v);
+          n += fn_(i, v) ? 1 : 0;
         }
-        n += kRound;
       }
       counts_[i].n.fetch_add(n, std::memory_order_release);
       if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_all();
@@ -245,11 +249,24 @@ class Pool {
   alignas(64) std::atomic<std::uint32_t> running_{0};
 };
 
+double cpu_seconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
 // Runs the timed slices of one benchmark over a pool, and reports messages as items.
+// cores_used: CPU time of this process over wall time, i.e. how much of the machine
+// the writers actually got (on a shared machine, much less than the thread count).
 void run_slices(benchmark::State& state, Pool& pool) {
   std::uint64_t items = 0;
+  double cpu0 = cpu_seconds();
+  auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) items += pool.slice(g_slice_ms);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   state.SetItemsProcessed(static_cast<std::int64_t>(items));
+  state.counters["cores_used"] = wall > 0 ? (cpu_seconds() - cpu0) / wall : 0.0;
 }
 
 // Fills the ring once around so that every page is faulted in before measuring.
@@ -267,6 +284,13 @@ std::string scratch_path(const char* tag) {
   return "/dev/shm/ringlog-bench-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(n++);
 }
 
+bool written(ringlog::WriteStatus s) {
+  return s == ringlog::WriteStatus::ok || s == ringlog::WriteStatus::truncated;
+}
+
+// Per-run ring counters: batching, lock contention, and drops. Without readers a drop
+// means a writer was descheduled in the middle of its copy long enough for the others
+// to lap the ring (its 0xFF readers-count byte stops them): see bench/README.md.
 void add_ring_counters(benchmark::State& state, const ringlog::RingStats& before, const ringlog::RingStats& after) {
   double msgs = static_cast<double>(after.msgs_written - before.msgs_written);
   double batches = static_cast<double>(after.batches - before.batches);
@@ -283,7 +307,7 @@ void bm_ringlog(benchmark::State& state, unsigned threads) {
   prefault(ring);
   auto before = ring.stats();
   {
-    Pool pool(threads, [&ring](unsigned, const iovec* v) { ring.writev(std::span<const iovec>(v, 2)); });
+    Pool pool(threads, [&ring](unsigned, const iovec* v) { return written(ring.writev(std::span<const iovec>(v, 2))); });
     run_slices(state, pool);
   }
   add_ring_counters(state, before, ring.stats());
@@ -293,7 +317,7 @@ void bm_ringlog(benchmark::State& state, unsigned threads) {
 void bm_mutex(benchmark::State& state, unsigned threads) {
   MutexRing ring(g_area);
   {
-    Pool pool(threads, [&ring](unsigned, const iovec* v) { ring.writev(v, 2); });
+    Pool pool(threads, [&ring](unsigned, const iovec* v) { return ring.writev(v, 2); });
     run_slices(state, pool);
   }
 }
@@ -323,8 +347,10 @@ struct ReaderShared {
       } else if (r.status == ringlog::ReadStatus::lost) {
         lost += r.lost;
         ++lost_ev;
+      } else if (g_reader_sleep_us > 0) {
+        ::usleep(static_cast<useconds_t>(g_reader_sleep_us));  // read in bursts
       } else {
-        rd.wait(std::chrono::milliseconds(10));
+        rd.wait(std::chrono::milliseconds(10));  // the library's own polling
       }
       if ((k & 1023) == 0) {
         sh->msgs.store(msgs, std::memory_order_relaxed);
@@ -366,7 +392,7 @@ void bm_passive(benchmark::State& state, bool with_reader) {
   auto before = ring.stats();
   std::uint64_t read0 = sh ? sh->msgs.load(std::memory_order_relaxed) : 0;
   {
-    Pool pool(1, [&ring](unsigned, const iovec* v) { ring.writev(std::span<const iovec>(v, 2)); });
+    Pool pool(1, [&ring](unsigned, const iovec* v) { return written(ring.writev(std::span<const iovec>(v, 2))); });
     run_slices(state, pool);
   }
   auto after = ring.stats();
@@ -481,9 +507,11 @@ int main(int argc, char** argv) {
   g_queues = static_cast<unsigned>(env_long("RINGLOG_BENCH_QUEUES", 6, 1, 1024));
   g_slice_ms = env_long("RINGLOG_BENCH_SLICE_MS", 50, 1, 10000);
   g_area = static_cast<std::uint64_t>(env_long("RINGLOG_BENCH_AREA_MB", 16, 1, 1 << 16)) << 20;
+  g_reader_sleep_us = env_long("RINGLOG_BENCH_READER_SLEEP_US", 0, 0, 1000000);
   benchmark::AddCustomContext("ringlog_queues", std::to_string(g_queues));
   benchmark::AddCustomContext("ringlog_area_mb", std::to_string(g_area >> 20));
   benchmark::AddCustomContext("slice_ms", std::to_string(g_slice_ms));
+  benchmark::AddCustomContext("reader_sleep_us", std::to_string(g_reader_sleep_us));
 
   // ringlog and the baseline alternate at each thread count, so that both see the same
   // machine load; the ratios are what matters on a shared machine.

@@ -45,13 +45,15 @@ def main():
     ap.add_argument("json", nargs="+", help="bench_ring --json=FILE output(s)")
     ap.add_argument("-o", "--out", default="bench/ring-scaling.png")
     ap.add_argument("--title", default=None)
+    ap.add_argument("--compare", action="append", default=[], metavar="LABEL=JSON",
+                    help="also plot the ringlog series of another run (e.g. a patched library)")
     args = ap.parse_args()
 
     rates, passive, ctx = load(args.json)
     if not rates:
         sys.exit("no ringlog/mutex results in " + ", ".join(args.json))
 
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    fig, ax = plt.subplots(figsize=(8, 5.6), dpi=110)
     table = {}
     for series, label, style in (("ringlog", "ringlog (HAProxy 3.x queued ring)", "o-"),
                                  ("mutex", "global-mutex ring (baseline)", "s--")):
@@ -63,6 +65,12 @@ def main():
         hi = [max(rates[(series, t)]) / 1e6 - m for m, t in zip(med, xs)]
         ax.errorbar(xs, med, yerr=[lo, hi], fmt=style, capsize=3, label=label)
         table[series] = dict(zip(xs, med))
+    for spec in args.compare:
+        label, _, path = spec.partition("=")
+        other, _, _ = load([path])
+        xs = sorted(t for (s, t) in other if s == "ringlog")
+        if xs:
+            ax.plot(xs, [statistics.median(other[("ringlog", t)]) / 1e6 for t in xs], "^:", label=label)
     ax.set_xscale("log", base=2)
     xs_all = sorted({t for (_, t) in rates})
     ax.set_xticks(xs_all)
@@ -83,7 +91,7 @@ def main():
         note.append(f"ringlog queues: {q}; median of {max(len(v) for v in rates.values())} run(s), bars min..max")
     if note:
         ax.text(0.01, 0.99, "\n".join(note), transform=ax.transAxes, fontsize=8, va="top")
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(args.out)
 
