@@ -108,8 +108,9 @@ Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t 
   hdr_len_ = encode_batch_header(buf_, vxid, kind_of(type), 0);
   pos_ = buf_ + hdr_len_;
   end_ = buf_ + cap_;
+  // At most what an empty buffer holds, with the byte vsnprintf needs for its NUL.
   max_rec_ = static_cast<std::uint32_t>(
-      std::min<std::size_t>(log->ctl->max_record(), cap_ - hdr_len_ - kRecordHeaderMax));
+      std::min<std::size_t>(log->ctl->max_record(), cap_ - hdr_len_ - kRecordHeaderMax - 1));
   char b[160];
   std::size_t n = format_ref(b, sizeof b, type, parent, reason);
   put(Tag::Begin, b, n);

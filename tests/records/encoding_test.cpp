@@ -202,3 +202,21 @@ TEST(Tags, DefaultMaskIsEverythingButDebugAndTrace) {
   EXPECT_FALSE(on(static_cast<Tag>(255)));
   EXPECT_FALSE(on(static_cast<Tag>(100)));
 }
+
+TEST(Encoding, RecordLargerThanTheBufferIsCutToWhatOneBatchHolds) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20}, {.txn_buffer = 300});
+  Txn t = log.begin(TxnType::req, "rxreq");
+  t.record(Tag::ReqURL, std::string(1000, 'r'));
+  t.recordf(Tag::ReqURL, "%s", std::string(1000, 'f').c_str());
+  t.end();
+  std::vector<test::OwnedRecord> urls;
+  for (auto& b : test::read_batches(p))
+    for (auto& r : b.records)
+      if (r.tag == Tag::ReqURL) urls.push_back(r);
+  ASSERT_EQ(urls.size(), 2u);
+  EXPECT_TRUE(urls[0].truncated && urls[1].truncated);
+  EXPECT_EQ(urls[0].payload.size(), urls[1].payload.size()) << "record() and recordf() cut at the same length";
+  EXPECT_GT(urls[0].payload.size(), 250u);
+  EXPECT_LT(urls[0].payload.size(), 300u);
+}
