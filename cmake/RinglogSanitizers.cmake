@@ -11,3 +11,9 @@ elseif(RINGLOG_SANITIZE STREQUAL "address")
 elseif(NOT RINGLOG_SANITIZE STREQUAL "")
   message(FATAL_ERROR "RINGLOG_SANITIZE must be '', 'thread' or 'address'")
 endif()
+
+# Fuzz builds instrument the whole library for coverage; the targets add the driver.
+if(RINGLOG_BUILD_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()
