@@ -37,6 +37,8 @@ namespace {
 
 // A few transaction buffers kept per thread, so beginning a transaction does not go
 // to malloc (a request and its backend fetch are usually alive together).
+thread_local bool t_buffers_gone = false;  // trivial: still readable after the cache is destroyed
+
 struct BufferCache {
   struct Slot {
     std::uint8_t* buf = nullptr;
@@ -45,6 +47,7 @@ struct BufferCache {
   Slot slots[4];
   ~BufferCache() {
     for (auto& s : slots) delete[] s.buf;
+    t_buffers_gone = true;  // a Txn that outlives this thread's cache (a static one) frees its own
   }
   std::uint8_t* take(std::size_t cap) {
     for (auto& s : slots)
@@ -66,6 +69,15 @@ struct BufferCache {
   }
 };
 thread_local BufferCache t_buffers;
+
+// The cache is not touched once destroyed (a static Txn ending after thread exit).
+std::uint8_t* take_buffer(std::size_t cap) { return t_buffers_gone ? new std::uint8_t[cap] : t_buffers.take(cap); }
+void give_buffer(std::uint8_t* buf, std::size_t cap) {
+  if (t_buffers_gone)
+    delete[] buf;
+  else
+    t_buffers.give(buf, cap);
+}
 
 // "seconds.micros", from nanoseconds.
 std::size_t format_seconds(char* out, std::uint64_t ns) {
@@ -104,7 +116,7 @@ std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t 
 Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t parent, std::string_view reason)
     : mask_(log->ctl->mask_flip), trace_src_(&log->ctl->mask_flip[0]), type_(type), log_(log), vxid_(vxid) {
   cap_ = log->txn_buffer;
-  buf_ = t_buffers.take(cap_);
+  buf_ = take_buffer(cap_);
   hdr_len_ = encode_batch_header(buf_, vxid, kind_of(type), 0);
   pos_ = buf_ + hdr_len_;
   end_ = buf_ + cap_;
@@ -147,7 +159,7 @@ Txn& Txn::operator=(Txn&& o) noexcept {
 }
 
 void Txn::release() noexcept {
-  if (buf_) t_buffers.give(buf_, cap_);
+  if (buf_) give_buffer(buf_, cap_);
   buf_ = pos_ = end_ = nullptr;
   mask_ = detail::kTxnInactiveMask;
   trace_src_ = &detail::kTraceForcedOff;

@@ -253,3 +253,27 @@ TEST(TxnBatching, OpensByInstanceName) {
   EXPECT_EQ(test::read_batches(path).size(), 1u);
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
+
+// A transaction kept in static storage ends after the thread's buffer cache is gone.
+namespace {
+struct StaticTxnFixture {
+  ScratchPath path{"static-txn"};
+  Log log = Log::create(path, {.area_size = 1 << 20});
+  Txn txn;
+};
+StaticTxnFixture* g_static = nullptr;
+}  // namespace
+
+TEST(TxnBatching, TransactionOutlivingItsThreadIsEnded) {
+  std::thread([] {
+    static thread_local Txn late;  // destroyed with this thread, after or before the cache
+    g_static = new StaticTxnFixture;
+    late = g_static->log.begin(TxnType::req, "rxreq");
+    late.record(Tag::ReqURL, "/late");
+  }).join();
+  auto b = test::read_batches(g_static->path);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(test::payloads(b[0], Tag::ReqURL), std::vector<std::string>{"/late"});
+  EXPECT_EQ(b[0].records.back().tag, Tag::End);
+  delete g_static;
+}
