@@ -241,9 +241,11 @@ void Grouper::emit_tree(Node& top, std::string_view why) {
     stack.pop_back();
     auto found = nodes_.find(it.vxid);
     if (found == nodes_.end()) continue;
+    bool orphan = it.level == 1 && !why.empty() && found->second->t.begun && !is_root(*found->second);
     std::unique_ptr<Node> np = std::move(found->second);
     nodes_.erase(found);
     Node& x = *np;
+    if (orphan) x.t.records.push_back(synth("parent " + std::to_string(x.t.parent) + " not seen"));
     x.t.level = it.level;
     if (!x.t.begun && x.t.vxid != 0) x.t.records.push_back(synth(std::string(kSynthNoBegin)));
     if (!why.empty() && !x.t.ended) x.t.records.push_back(synth(std::string(why)));
@@ -263,6 +265,12 @@ void Grouper::emit_tree(Node& top, std::string_view why) {
   }
   for (auto& np : taken) {
     claimed_.erase(np->t.vxid);
+    // Forget this child in its parent's list too: a parent that never shows up must
+    // not keep a list growing for as long as the reader runs.
+    if (auto it = claimed_.find(np->t.parent); np->t.begun && it != claimed_.end()) {
+      std::erase(it->second, np->t.vxid);
+      if (it->second.empty()) claimed_.erase(it);
+    }
     if (recent_.insert(np->t.vxid).second) {
       recent_order_.push_back(np->t.vxid);
       if (recent_order_.size() > kRecentMax) {

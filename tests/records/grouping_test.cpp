@@ -245,3 +245,22 @@ TEST(Grouping, HostileInputNeverHangsOrVanishes) {
   EXPECT_EQ(seen, 1u + 2u) << "the junk record and both transactions are reported";
   EXPECT_EQ(g.pending(), 0u);
 }
+
+TEST(Grouping, ParentsThatNeverAppearLeaveNothingBehind) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  for (int i = 0; i < 50; ++i) log.begin(TxnType::req, "rxreq", 1000000 + i).end();  // sessions never logged
+  auto msgs = messages(p);
+  for (Grouping mode : {Grouping::vxid, Grouping::request, Grouping::session}) {
+    Collected c;
+    Grouper g({.mode = mode}, c.sink());
+    for (auto& m : msgs) g.feed(m, Grouper::Clock::now());
+    g.flush();
+    EXPECT_EQ(c.text.size(), 50u) << grouping_name(mode);
+    if (mode == Grouping::session) {  // held until the end, then reported saying why
+      EXPECT_NE(c.text[0].find("VSL            parent 1000000 not seen"), std::string::npos) << c.text[0];
+    }
+    EXPECT_EQ(g.pending(), 0u);
+    EXPECT_EQ(g.held_links(), 0u) << grouping_name(mode);
+  }
+}

@@ -94,6 +94,8 @@ class Grouper {
   void flush();
 
   std::size_t pending() const noexcept { return nodes_.size(); }
+  // Bookkeeping entries held for pending transactions (bounded by pending(); for tests).
+  std::size_t held_links() const noexcept { return claimed_.size(); }
   const GroupOptions& options() const noexcept { return opts_; }
 
  private:
