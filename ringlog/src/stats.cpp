@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -293,6 +294,7 @@ void Group::remove() noexcept {
 }
 
 void Group::set(std::uint32_t idx, std::uint64_t v) const noexcept {
+  assert(idx < n_);
   std::uint64_t* d = impl_->slab_values(format::kDirectSlab);
   std::atomic_ref<std::uint64_t>(d[base_ + idx]).store(v, std::memory_order_relaxed);
 }

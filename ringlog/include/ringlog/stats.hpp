@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -75,8 +76,10 @@ class LocalCounters {
 
 // A group of counters (GROUP[.ident].name), alive until the handle is destroyed or
 // removed. Movable, not copyable. Increment from any thread: each thread adds into its
-// own slab. A Group must not be used after remove(), nor in a child after fork() (the
-// child would share its parent's slabs: it must create its own Stats).
+// own slab. Indexes are the group's .def enum (idx < size(), asserted in debug builds).
+// An empty (default-constructed, moved-from or removed) Group must not be incremented,
+// nor a Group in a child after fork() (the child would share its parent's slabs: it
+// must create its own Stats).
 class Group {
  public:
   Group() = default;
@@ -88,6 +91,7 @@ class Group {
 
   // Counters and gauges: adds into the calling thread's slab (relaxed load + store).
   void add(std::uint32_t idx, std::uint64_t n = 1) const noexcept {
+    assert(idx < n_);
     std::uint64_t* v = slab();
     std::atomic_ref<std::uint64_t> a(v[base_ + idx]);
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
