@@ -2,6 +2,7 @@
 // process utilities (liveness, clocks, back-off) that the ring and readers share.
 // Validation must never trust the file: every size is checked before it is used.
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <boost/interprocess/exceptions.hpp>
@@ -87,22 +89,27 @@ std::uint64_t mono_ns() noexcept {
 }
 
 namespace {
+// glibc no longer caches getpid(): it is a system call (~400 ns in a VM), and the
+// write path needs the pid on every lock. Cache it; a forked child resets the cache.
 struct SelfId {
-  std::uint32_t pid = 0;
+  std::atomic<std::uint32_t> pid{0};
   std::uint64_t start = 0;
 };
+SelfId g_self;
+std::once_flag g_atfork_once;
+void reset_self_after_fork() noexcept { g_self.pid.store(0, std::memory_order_relaxed); }
 SelfId& self_id() noexcept {
-  static SelfId id;
-  std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
-  if (id.pid != pid) {  // first call, or we are a forked child
-    id.start = process_start_time(static_cast<pid_t>(pid));
-    id.pid = pid;
+  if (g_self.pid.load(std::memory_order_relaxed) == 0) [[unlikely]] {
+    std::call_once(g_atfork_once, [] { ::pthread_atfork(nullptr, nullptr, reset_self_after_fork); });
+    auto pid = static_cast<std::uint32_t>(::getpid());
+    g_self.start = process_start_time(static_cast<pid_t>(pid));
+    g_self.pid.store(pid, std::memory_order_relaxed);
   }
-  return id;
+  return g_self;
 }
 }  // namespace
 
-std::uint32_t self_pid() noexcept { return self_id().pid; }
+std::uint32_t self_pid() noexcept { return self_id().pid.load(std::memory_order_relaxed); }
 std::uint64_t self_start_time() noexcept { return self_id().start; }
 std::uint32_t self_tid() noexcept {
   static thread_local std::uint32_t tid = 0;
@@ -143,43 +150,43 @@ void Backoff::pause() noexcept {
 
 void Mapping::copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
   const auto* s = static_cast<const std::uint8_t*>(src);
-  std::uint64_t off = pos % size;
+  std::uint64_t o = off(pos);
   while (n) {
-    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - off));
+    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - o));
 #ifdef RINGLOG_TSAN
     for (std::size_t i = 0; i < chunk; ++i)
-      std::atomic_ref<std::uint8_t>(area[off + i]).store(s[i], std::memory_order_relaxed);
+      std::atomic_ref<std::uint8_t>(area[o + i]).store(s[i], std::memory_order_relaxed);
 #else
-    std::memcpy(area + off, s, chunk);
+    std::memcpy(area + o, s, chunk);
 #endif
     s += chunk;
     n -= chunk;
-    off = 0;
+    o = 0;
   }
 }
 
 void Mapping::copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept {
   auto* d = static_cast<std::uint8_t*>(dst);
-  std::uint64_t off = pos % size;
+  std::uint64_t o = off(pos);
   while (n) {
-    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - off));
+    std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - o));
 #ifdef RINGLOG_TSAN
     for (std::size_t i = 0; i < chunk; ++i)
-      d[i] = std::atomic_ref<std::uint8_t>(area[off + i]).load(std::memory_order_relaxed);
+      d[i] = std::atomic_ref<std::uint8_t>(area[o + i]).load(std::memory_order_relaxed);
 #else
-    std::memcpy(d, area + off, chunk);
+    std::memcpy(d, area + o, chunk);
 #endif
     d += chunk;
     n -= chunk;
-    off = 0;
+    o = 0;
   }
 }
 
 std::uint8_t Mapping::byte(std::uint64_t pos) const noexcept {
 #ifdef RINGLOG_TSAN
-  return std::atomic_ref<std::uint8_t>(area[pos % size]).load(std::memory_order_relaxed);
+  return std::atomic_ref<std::uint8_t>(area[off(pos)]).load(std::memory_order_relaxed);
 #else
-  return area[pos % size];
+  return area[off(pos)];
 #endif
 }
 
@@ -287,6 +294,7 @@ void Mapping::map(const std::string& p, bool writable) {
   if (!why.empty()) throw Error(Errc::bad_format, "ring " + p + ": " + why);
   area = static_cast<std::uint8_t*>(region.get_address()) + hdr->header_len;
   size = hdr->area_size;
+  mask = (size & (size - 1)) == 0 ? size - 1 : 0;
 }
 
 bool Mapping::stale() const {

@@ -37,6 +37,14 @@ struct Reader::Impl {
   std::uint64_t lost_total = 0;
   int slot = -1;
   unsigned idle = 0;  // consecutive empty polls (passive back-off)
+  std::uint64_t known_tail = 0;  // a tail loaded earlier (acquire): no need to reload below it
+
+  // The tail to read up to; reloaded (R1) only once the reader has caught up with the
+  // last one it loaded, so that it does not pull the writers' tail line per message.
+  std::uint64_t tail_for(std::uint64_t p) noexcept {
+    if (p + 1 >= known_tail) known_tail = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    return known_tail;
+  }
 
   ~Impl() { detach(); }
   void attach(StartAt start);
@@ -174,7 +182,7 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
       pos = head;
       return res;
     }
-    std::uint64_t t = h->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    std::uint64_t t = tail_for(pos);
     if (pos + 1 >= t) return res;
     if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
     std::uint64_t word = 0;
@@ -215,7 +223,7 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
   ReaderSlot& rs = h->readers[slot];
   for (;;) {
     ReadResult res;
-    std::uint64_t t = h->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    std::uint64_t t = tail_for(pos);
     if (pos + 1 >= t) return res;
     if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
     std::uint64_t word = 0;

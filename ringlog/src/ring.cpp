@@ -127,8 +127,26 @@ const char* to_string(WriteStatus s) noexcept {
 
 // ---------------------------------------------------------------- slots
 
+// The last ring this thread wrote to, checked before the slot list: one compare on
+// the hot path.
+thread_local const Ring::Impl* t_last_impl = nullptr;
+thread_local std::uint64_t t_last_id = 0;
+thread_local std::uint32_t t_last_pid = 0;
+thread_local int t_last_slot = -1;
+
 int Ring::Impl::writer_slot() noexcept {
   std::uint32_t pid = self_pid();
+  if (t_last_impl == this && t_last_id == id && t_last_pid == pid) [[likely]]
+    return t_last_slot;
+  int s = writer_slot_slow(pid);
+  t_last_impl = this;
+  t_last_id = id;
+  t_last_pid = pid;
+  t_last_slot = s;
+  return s;
+}
+
+int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
   for (auto& e : t_slots.entries)
     if (e.impl == this && e.id == id) {
       if (e.pid == pid) return e.slot;
@@ -360,6 +378,9 @@ void Ring::Impl::release_dead_reader(int i) noexcept {
 }
 
 void Ring::Impl::check_dead_locked(bool force) noexcept {
+  // Writers call this on every batch: look at the clock only every 256th time.
+  static thread_local unsigned calls = 0;
+  if (!force && (++calls & 255) != 0) return;
   std::uint64_t now = mono_ns();
   if (!force && now < next_check_ns.load(std::memory_order_relaxed)) return;
   next_check_ns.store(now + kCheckPeriodNs, std::memory_order_relaxed);
@@ -432,17 +453,22 @@ namespace {
 
 // Frees room for [t-1, new_tail) by moving head over messages nobody holds.
 // Returns false (head unchanged in the file) when a reader or writer is in the way.
+// Once there is room it frees up to `slack` bytes more if nothing is in the way, so
+// that head (a line that passive readers load per message) moves once every few
+// batches rather than on every one.
 bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std::uint64_t new_tail,
              bool& blocked) noexcept {
-  while (new_tail - head > m.size) {
+  const std::uint64_t slack = std::min<std::uint64_t>(m.size / 32, 4096);
+  bool fits = new_tail - head <= m.size;
+  while (new_tail + (fits ? slack : 0) - head > m.size) {
     std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);  // H1
-    if (rc != 0) {
-      blocked = true;
-      return false;
+    std::uint64_t span = rc == 0 ? message_span(m, head, t) : 0;
+    if (span == 0 || head + span > t - 1) {  // held, or damaged framing: do not guess
+      blocked = blocked || (!fits && rc != 0);
+      return fits;
     }
-    std::uint64_t span = message_span(m, head, t);
-    if (span == 0 || head + span > t - 1) return false;  // damaged framing: do not guess
     head += span;
+    fits = new_tail - head <= m.size;
   }
   return true;
 }

@@ -28,14 +28,18 @@ struct Mapping {
   Header* hdr = nullptr;
   std::uint8_t* area = nullptr;
   std::uint64_t size = 0;
+  std::uint64_t mask = 0;  // size - 1 when size is a power of two, else 0
   dev_t dev = 0;
   ino_t ino = 0;
 
   void map(const std::string& p, bool writable);  // throws Error
   bool stale() const;
 
+  // Offset of an absolute position: a mask for power-of-two areas (the default), a
+  // division otherwise; the branch always goes the same way for one ring.
+  std::uint64_t off(std::uint64_t pos) const noexcept { return mask ? (pos & mask) : (pos % size); }
   std::atomic_ref<std::uint8_t> rc(std::uint64_t pos) const noexcept {
-    return std::atomic_ref<std::uint8_t>(area[pos % size]);
+    return std::atomic_ref<std::uint8_t>(area[off(pos)]);
   }
   // Bytes of the area seen through absolute positions. Reads and writes of message
   // bytes race by design with passive readers (who re-check head afterwards); under
@@ -91,6 +95,7 @@ struct Ring::Impl {
 
   // Writer slot of the calling thread (allocated on first use, freed at thread exit).
   int writer_slot() noexcept;
+  int writer_slot_slow(std::uint32_t pid) noexcept;
   void free_writer_slot(int slot) noexcept;
 
   // Tail lock, shared by writers, attaching readers and recovery.

@@ -203,6 +203,8 @@ void Txn::vrecordf(Tag t, const char* fmt, va_list ap) noexcept {
   if (enabled(t)) vput(t, fmt, ap);
 }
 
+void Txn::trace_slow(std::string_view text) noexcept { put(Tag::Trace, text.data(), text.size()); }
+
 void Txn::trace_printf(const char* fmt, ...) noexcept {
   if (!tracing()) return;
   va_list ap;

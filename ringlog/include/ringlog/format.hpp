@@ -89,14 +89,16 @@ struct Header {
   std::atomic<std::uint64_t> batches;
   std::atomic<std::uint64_t> pending_drop_msgs;  // drops not yet announced in-band
   std::atomic<std::uint64_t> pending_drop_bytes;
+  // The tail-lock owner shares the tail's line: the holder has that line anyway.
+  std::atomic<std::uint64_t> owner;                  // owner_word(), 0 when unknown
+  std::atomic<std::uint32_t> owner_saved_rc;         // 0x100+: not recorded yet
+  std::uint32_t reserved_tail;
 
   // -- 128: head line, written only by the tail-lock holder
   alignas(64) std::atomic<std::uint64_t> head;
 
-  // -- 192: tail-lock owner, for dead-owner recovery
-  alignas(64) std::atomic<std::uint64_t> owner;      // owner_word(), 0 when unknown
-  std::atomic<std::uint64_t> owner_since_ns;
-  std::atomic<std::uint32_t> owner_saved_rc;         // 0x100+: not recorded yet
+  // -- 192: recovery log
+  alignas(64) std::atomic<std::uint64_t> owner_since_ns;  // time of the last lock recovery
 
   // -- 256: wake-ups
   alignas(64) std::atomic<std::uint32_t> futex;      // bumped on wake
@@ -150,8 +152,9 @@ static_assert(offsetof(Header, instance_id) == 56);
 static_assert(offsetof(Header, tail) == 64, "tail has its own cache line");
 static_assert(offsetof(Header, pending_drop_bytes) == 104);
 static_assert(offsetof(Header, head) == 128, "head and tail must be a cache line apart");
-static_assert(offsetof(Header, owner) == 192);
-static_assert(offsetof(Header, owner_saved_rc) == 208);
+static_assert(offsetof(Header, owner) == 112, "the lock owner rides on the tail's cache line");
+static_assert(offsetof(Header, owner_saved_rc) == 120);
+static_assert(offsetof(Header, owner_since_ns) == 192);
 static_assert(offsetof(Header, futex) == 256);
 static_assert(offsetof(Header, wake_again) == 268);
 static_assert(offsetof(Header, msgs_dropped) == 320);

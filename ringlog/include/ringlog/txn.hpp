@@ -87,9 +87,9 @@ class Txn {
   // points whose arguments must not even be evaluated, use RINGLOG_TRACEF.
   void trace(std::string_view text) noexcept {
     if (tracing()) [[unlikely]]
-      put(Tag::Trace, text.data(), text.size());
+      trace_slow(text);
   }
-  void trace_printf(const char* fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
+  [[gnu::cold]] void trace_printf(const char* fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
   // Sends what is buffered now (a non-final batch); end() sends the rest with End.
   void flush() noexcept;
@@ -136,6 +136,8 @@ class Txn {
     std::memcpy(d + n - K, b, K);
   }
   void put_slow(Tag t, const void* p, std::size_t n) noexcept;
+  // Out of line and cold, so that a disabled trace point's code stays a fall-through.
+  [[gnu::cold, gnu::noinline]] void trace_slow(std::string_view text) noexcept;
   void vput(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
   void timestamp_now(std::string_view label) noexcept;
   void timestamp_at(std::string_view label, std::uint64_t ns) noexcept;
