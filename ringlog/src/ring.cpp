@@ -18,7 +18,8 @@
 //      (release), so a reader's copy finishes before the bytes are reused.
 //  Q1  queue xchg (acq_rel) / cell.next and needed_tot release stores; the leader
 //      reads them with acquire before carrying the cell.
-//  Q2  cell.state.store(done, release); pairs with the waiter's acquire load.
+//  Q2  cell.state exchange(done, acq_rel) by the leader; pairs with the waiter's
+//      acquire load; a parked waiter (kParked bit) is woken by a private futex.
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,7 +50,7 @@ constexpr std::uint64_t kUnknownOwnerNs = 1'000'000'000; // owner never recorded
 constexpr std::uint64_t kNotReady = ~0ULL;
 constexpr std::uint32_t kRcUnknown = 0x100;
 
-enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2 };
+enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
 
 struct Cell {
   const iovec* parts = nullptr;
@@ -94,6 +95,37 @@ thread_local SlotCache t_slots;
 // Registry of live Impls so that a thread's slot cache can find its owner.
 std::mutex g_impls_mu;
 std::vector<std::weak_ptr<Ring::Impl>> g_impls;
+
+// A carried writer waits for its cell briefly, then parks on it (a private futex:
+// cells live in this process) so that, with more threads than cores, waiters give the
+// leader their CPU instead of spinning or yielding in a loop.
+std::uint32_t wait_carried(std::atomic<std::uint32_t>& state) noexcept {
+  Backoff b;
+  std::uint32_t st;
+  while ((st = state.load(std::memory_order_acquire)) == kWaiting) {  // Q2
+    if (b.n < 12) {
+      b.pause();
+      continue;
+    }
+    std::uint32_t expect = kWaiting;
+    if (state.compare_exchange_strong(expect, kWaiting | kParked, std::memory_order_acq_rel)) {
+      do {
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAIT_PRIVATE, kWaiting | kParked,
+                  nullptr, nullptr, 0);
+      } while ((st = state.load(std::memory_order_acquire)) == (kWaiting | kParked));
+      return st;
+    }
+  }
+  return st;
+}
+
+// Releases a carried writer; wakes it if it parked. The cell may be gone as soon as
+// the exchange is done (its owner returns): only its address is used after that, and
+// a stray wake on a reused address is harmless (futex waiters re-check).
+void release_carried(std::atomic<std::uint32_t>& state, std::uint32_t result) noexcept {
+  if (state.exchange(result, std::memory_order_acq_rel) & kParked)  // Q2
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
 
 long futex_wake_all(std::atomic<std::uint32_t>* addr) noexcept {
   return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
@@ -542,7 +574,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     r.unlock_tail(t);
     for (Cell* c = leader; c;) {
       Cell* nx = wait_next(c);
-      c->state.store(kDropped, std::memory_order_release);  // Q2
+      if (c != leader) release_carried(c->state, kDropped);
       c = nx;
     }
     return kDropped;
@@ -591,7 +623,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
     pos = copy_message(m, pos, *c);
     Cell* nx = wait_next(c);
-    if (c != leader) c->state.store(kDone, std::memory_order_release);  // Q2
+    if (c != leader) release_carried(c->state, kDone);
     c = nx;
   }
   m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
@@ -689,10 +721,7 @@ WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
     }
     return commit(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
   }
-  Backoff w;
-  std::uint32_t st;
-  while ((st = cell.state.load(std::memory_order_acquire)) == kWaiting) w.pause();  // Q2
-  return st == kDone ? good : WriteStatus::dropped;
+  return wait_carried(cell.state) == kDone ? good : WriteStatus::dropped;
 }
 
 WriteStatus Ring::writev(std::span<const iovec> parts) noexcept { return writev(parts, MsgKind::data); }
