@@ -127,7 +127,9 @@ TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
   std::atomic<bool> stop{false};
   std::atomic<int> after_final{0};
   std::atomic<int> written{0};
-  constexpr int kWriters = 2, kMaxTxns = 30000;
+  // Writers pace themselves so that they are still writing when the toggling ends,
+  // however fast the ring is, and everything they write stays in the ring to check.
+  constexpr int kWriters = 2, kMaxTxns = 200000;
   std::vector<std::thread> th;
   for (int w = 0; w < kWriters; ++w)
     th.emplace_back([&] {
@@ -140,6 +142,7 @@ TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
         t.end();
         if (ph == 1) after_final.fetch_add(1, std::memory_order_relaxed);
         written.fetch_add(1, std::memory_order_relaxed);
+        std::this_thread::sleep_for(5us);
       }
     });
   // Toggle while the writers are demonstrably writing (the machine may be loaded).
