@@ -121,6 +121,7 @@ void Reader::Impl::attach(StartAt start) {
     throw Error(Errc::busy, "ring " + r.m.path + ": all " + std::to_string(kReaderSlots) +
                                 " pinned-reader slots are in use");
   ReaderSlot& rs = h->readers[slot];
+  rs.pos.store(detail::kNoPos, std::memory_order_relaxed);  // holds no RC byte yet
   rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
   rs.start_time = detail::self_start_time();
   rs.msgs_read.store(0, std::memory_order_relaxed);
@@ -134,15 +135,22 @@ void Reader::Impl::attach(StartAt start) {
     auto rc = r.m.rc(p);
     std::uint8_t v = rc.load(std::memory_order_relaxed);
     if (v != kRcWriting && v != kRcMaxReaders) {
-      rs.pos.store(p, std::memory_order_relaxed);
-      rc.store(static_cast<std::uint8_t>(v + 1), std::memory_order_relaxed);
+      // Order matters for recovery: pinned count, then the RC byte (an RMW: other
+      // pinned readers may be moving onto it), then the position. A reader that dies
+      // before its position is stored leaves pos == kNoPos: recovery then touches no
+      // RC byte and leaves the count high (safe: it only costs writers the slow path).
+      h->pinned.fetch_add(1, std::memory_order_relaxed);  // under the lock: writers see it
+      while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v + 1), std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      }
+      rs.pos.store(p, std::memory_order_release);
       r.unlock_tail(t);
       pos = p;
       return;
     }
     r.unlock_tail(t);  // a batch in flight at head, or too many readers: retry
     if (b.n > 400) {
-      rs.pid.store(0, std::memory_order_release);
+      detail::free_reader_slot(rs);
       slot = -1;
       throw Error(Errc::busy, "ring " + r.m.path + ": cannot attach (too many readers at one position)");
     }
@@ -156,6 +164,7 @@ void Reader::Impl::detach() noexcept {
   ReaderSlot& rs = h->readers[slot];
   if (rs.pid.load(std::memory_order_relaxed) == detail::self_pid()) {
     rc_release(*m, pos);
+    h->pinned.fetch_sub(1, std::memory_order_release);  // after our last RC access
     detail::free_reader_slot(rs);
   }
   slot = -1;

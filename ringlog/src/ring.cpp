@@ -394,16 +394,22 @@ bool Ring::Impl::discard_torn(int i) noexcept {
 void Ring::Impl::release_dead_reader(int i) noexcept {
   Header* h = m.hdr;
   ReaderSlot& rs = h->readers[i];
-  std::uint64_t pos = rs.pos.load(std::memory_order_relaxed);
+  std::uint64_t pos = rs.pos.load(std::memory_order_acquire);
   std::uint64_t head = h->head.load(std::memory_order_relaxed);
-  if (pos >= head) {
-    auto rc = m.rc(pos);
-    std::uint8_t v = rc.load(std::memory_order_relaxed);
-    do {
-      if (v == kRcWriting) return;  // a writer is on it; try again next round
-      if (v == 0) break;
-    } while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
-                                       std::memory_order_relaxed));
+  std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
+  if (pos == detail::kNoPos) {
+    // Died while attaching, before holding any RC byte: nothing to give back.
+  } else {
+    if (pos >= head && pos < tail) {
+      auto rc = m.rc(pos);
+      std::uint8_t v = rc.load(std::memory_order_relaxed);
+      do {
+        if (v == kRcWriting) return;  // a writer is on it; try again next round
+        if (v == 0) break;
+      } while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
+                                         std::memory_order_relaxed));
+    }
+    h->pinned.fetch_sub(1, std::memory_order_release);
   }
   detail::free_reader_slot(rs);
   h->readers_released.fetch_add(1, std::memory_order_relaxed);
@@ -580,7 +586,17 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     return kDropped;
   }
 
-  std::uint8_t saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);  // W1
+  // W1. With no pinned reader attached (read under the tail lock, which attaching
+  // also takes; pairs with the release decrement in detach), nobody else modifies RC
+  // bytes: a plain load and store suffice, and no reader can be asleep on the futex.
+  const bool pinned = h->pinned.load(std::memory_order_acquire) != 0;
+  std::uint8_t saved;
+  if (pinned) {
+    saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);
+  } else {
+    saved = m.rc(t - 1).load(std::memory_order_relaxed);
+    m.rc(t - 1).store(kRcWriting, std::memory_order_relaxed);  // ordered before W3 (release)
+  }
   h->owner_saved_rc.store(saved, std::memory_order_relaxed);
   std::uint64_t new_tail = t + needed + note_need;
   if (head != old_head) {
@@ -629,8 +645,10 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
   if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
 
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // W5
-  if (h->waiters.load(std::memory_order_relaxed)) r.wake_readers();
+  if (pinned) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // W5
+    if (h->waiters.load(std::memory_order_relaxed)) r.wake_readers();
+  }
   return kDone;
 }
 

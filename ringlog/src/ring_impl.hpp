@@ -51,8 +51,10 @@ struct Mapping {
 
 // Frees a reader slot: its identity is cleared before the pid, so that a checker never
 // pairs a new owner's pid with the old owner's start time.
+inline constexpr std::uint64_t kNoPos = ~0ULL;  // a reader slot whose reader holds no RC byte yet
 inline void free_reader_slot(format::ReaderSlot& rs) noexcept {
   rs.start_time = 0;
+  rs.pos.store(kNoPos, std::memory_order_relaxed);
   rs.mode = 0;
   rs.next_pos.store(0, std::memory_order_relaxed);
   rs.pid.store(0, std::memory_order_release);

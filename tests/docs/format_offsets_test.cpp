@@ -133,7 +133,7 @@ const Layout& header_layout() {
       RINGLOG_FIELD(Header, owner),
       RINGLOG_FIELD(Header, owner_since_ns),
       RINGLOG_FIELD(Header, owner_saved_rc),
-      RINGLOG_FIELD(Header, reserved_tail),
+      RINGLOG_FIELD(Header, pinned),
       RINGLOG_FIELD(Header, futex),
       RINGLOG_FIELD(Header, waiters),
       RINGLOG_FIELD(Header, waking),

@@ -251,8 +251,10 @@ TEST(Readers, PinnedReadersOccupyAndFreeSlots) {
     Reader a = Reader::attach(r, {.kind = ReaderKind::pinned});
     Reader b = Reader::open(p, {.kind = ReaderKind::pinned});
     EXPECT_EQ(r.stats().pinned_readers, 2u);
+    EXPECT_EQ(r.header().pinned.load(), 2u);
   }
   EXPECT_EQ(r.stats().pinned_readers, 0u);
+  EXPECT_EQ(r.header().pinned.load(), 0u);  // writers take the plain-store path again
   // Their pins are gone: the ring can be filled again and again.
   for (int i = 0; i < 200; ++i) ASSERT_EQ(r.write(std::string(100, 'z')), WriteStatus::ok);
 }
@@ -273,6 +275,7 @@ TEST(Recovery, DeadPinnedReaderIsReleased) {
   EXPECT_GT(dropped, 0);  // blocked at first...
   r.check_dead();
   EXPECT_EQ(r.stats().readers_released, 1u);
+  EXPECT_EQ(h.pinned.load(), 0u);
   for (int i = 0; i < 100; ++i) ASSERT_EQ(r.write(std::string(100, 'q')), WriteStatus::ok);  // ...then free
 }
 

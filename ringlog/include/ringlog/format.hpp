@@ -92,7 +92,7 @@ struct Header {
   // The tail-lock owner shares the tail's line: the holder has that line anyway.
   std::atomic<std::uint64_t> owner;                  // owner_word(), 0 when unknown
   std::atomic<std::uint32_t> owner_saved_rc;         // 0x100+: not recorded yet
-  std::uint32_t reserved_tail;
+  std::atomic<std::uint32_t> pinned;  // pinned readers attached (incremented under the tail lock)
 
   // -- 128: head line, written only by the tail-lock holder
   alignas(64) std::atomic<std::uint64_t> head;
@@ -154,6 +154,7 @@ static_assert(offsetof(Header, pending_drop_bytes) == 104);
 static_assert(offsetof(Header, head) == 128, "head and tail must be a cache line apart");
 static_assert(offsetof(Header, owner) == 112, "the lock owner rides on the tail's cache line");
 static_assert(offsetof(Header, owner_saved_rc) == 120);
+static_assert(offsetof(Header, pinned) == 124);
 static_assert(offsetof(Header, owner_since_ns) == 192);
 static_assert(offsetof(Header, futex) == 256);
 static_assert(offsetof(Header, wake_again) == 268);
