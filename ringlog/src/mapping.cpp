@@ -140,14 +140,6 @@ void Backoff::pause() noexcept {
   ++n;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define RINGLOG_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RINGLOG_TSAN 1
-#endif
-#endif
-
 void Mapping::copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
   const auto* s = static_cast<const std::uint8_t*>(src);
   std::uint64_t o = off(pos);
@@ -180,14 +172,6 @@ void Mapping::copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexce
     n -= chunk;
     o = 0;
   }
-}
-
-std::uint8_t Mapping::byte(std::uint64_t pos) const noexcept {
-#ifdef RINGLOG_TSAN
-  return std::atomic_ref<std::uint8_t>(area[off(pos)]).load(std::memory_order_relaxed);
-#else
-  return area[off(pos)];
-#endif
 }
 
 std::string validate_header(const Header& h, std::uint64_t file_size) {

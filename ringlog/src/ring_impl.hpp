@@ -16,6 +16,14 @@
 #include "ringlog/format.hpp"
 #include "ringlog/ring.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+#define RINGLOG_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGLOG_TSAN 1
+#endif
+#endif
+
 namespace ringlog::detail {
 
 using format::Header;
@@ -46,7 +54,13 @@ struct Mapping {
   // ThreadSanitizer they go through relaxed atomics so that the race is declared.
   void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept;
   void copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept;
-  std::uint8_t byte(std::uint64_t pos) const noexcept;
+  std::uint8_t byte(std::uint64_t pos) const noexcept {  // inline: reclaim reads varints with it
+#ifdef RINGLOG_TSAN
+    return std::atomic_ref<std::uint8_t>(area[off(pos)]).load(std::memory_order_relaxed);
+#else
+    return area[off(pos)];
+#endif
+  }
 };
 
 // Frees a reader slot: its identity is cleared before the pid, so that a checker never
