@@ -90,7 +90,9 @@ try:
                f"echo $? > {marker}; sleep 30")
     tmux("new-session", "-d", "-s", SESSION, "-x", "150", "-y", "40", "sh", "-c", env_cmd)
 
-    s = wait_for(lambda s: "AVG_1000" in s and "MAIN.client_req" in s, "screen with columns and counters")
+    # Wait for a whole frame (curses draws incrementally: the status bar comes last).
+    s = wait_for(lambda s: "AVG_1000" in s and "MAIN.client_req" in s and "Refresh 0.2s" in s
+                 and "(running)" in s, "screen with columns, counters and status bar")
     for word in ("Uptime:", "Hitrate n:", "avg(n):", "NAME", "CURRENT", "CHANGE", "AVERAGE", "AVG_10",
                  "AVG_100", "AVG_1000"):
         check(word in s, f"screen shows {word}", s)
