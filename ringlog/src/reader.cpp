@@ -46,6 +46,29 @@ struct Reader::Impl {
     return known_tail;
   }
 
+  // The framing of the message whose RC byte is at p, once one is complete there.
+  struct Frame {
+    bool ready = false;       // a whole message follows p (tail past it, RC not 0xFF)
+    std::uint64_t t = 0;      // the tail it was checked against
+    std::size_t vl = 0;       // varint bytes; 0: malformed
+    std::uint64_t word = 0;   // len << 2 | kind
+    std::uint64_t len() const noexcept { return word >> kKindBits; }
+    std::uint64_t next(std::uint64_t p) const noexcept { return p + 1 + vl + len(); }
+    bool framed(std::uint64_t p, std::uint64_t size) const noexcept {
+      return vl != 0 && len() <= size && next(p) < t;
+    }
+  };
+  Frame frame_at(std::uint64_t p) noexcept {
+    Frame f;
+    f.t = tail_for(p);
+    if (p + 1 >= f.t) return f;
+    if (m->rc(p).load(std::memory_order_acquire) == kRcWriting) return f;  // R2
+    f.ready = true;
+    f.vl = varint_decode([&](std::size_t i) { return m->byte(p + 1 + i); },
+                         static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, f.t - p - 1)), f.word);
+    return f;
+  }
+
   ~Impl() { detach(); }
   void attach(StartAt start);
   void detach() noexcept;
@@ -191,14 +214,11 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
       pos = head;
       return res;
     }
-    std::uint64_t t = tail_for(pos);
-    if (pos + 1 >= t) return res;
-    if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
-    std::uint64_t word = 0;
-    std::size_t vl = varint_decode([&](std::size_t i) { return mm.byte(pos + 1 + i); },
-                                   static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, t - pos - 1)), word);
-    std::uint64_t len = word >> kKindBits;
-    bool framed = vl != 0 && len <= mm.size && pos + 1 + vl + len < t;
+    Frame f = frame_at(pos);
+    if (!f.ready) return res;
+    const std::uint64_t t = f.t, word = f.word, len = f.len();
+    const std::size_t vl = f.vl;
+    bool framed = f.framed(pos, mm.size);
     if (framed) {
       out.resize(static_cast<std::size_t>(len));
       mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
@@ -232,14 +252,11 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
   ReaderSlot& rs = h->readers[slot];
   for (;;) {
     ReadResult res;
-    std::uint64_t t = tail_for(pos);
-    if (pos + 1 >= t) return res;
-    if (mm.rc(pos).load(std::memory_order_acquire) == kRcWriting) return res;  // R2
-    std::uint64_t word = 0;
-    std::size_t vl = varint_decode([&](std::size_t i) { return mm.byte(pos + 1 + i); },
-                                   static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, t - pos - 1)), word);
-    std::uint64_t len = word >> kKindBits;
-    if (vl == 0 || pos + 1 + vl + len >= t) {
+    Frame f = frame_at(pos);
+    if (!f.ready) return res;
+    const std::uint64_t t = f.t, word = f.word, len = f.len();
+    const std::size_t vl = f.vl;
+    if (!f.framed(pos, mm.size)) {
       // Our position is protected, so this is real damage: resynchronise at the tail.
       std::uint64_t q = t - 1;
       rs.next_pos.store(q + 1, std::memory_order_relaxed);
