@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ringlog/log.hpp"
 
 namespace {
@@ -82,26 +83,7 @@ void bm_point(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kStepsPerIter);
 }
 
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  using ConsoleReporter::ConsoleReporter;
-  void ReportRuns(const std::vector<Run>& reports) override {
-    for (const auto& r : reports) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rates[r.run_name.function_name].push_back(it->second.value);
-    }
-    ConsoleReporter::ReportRuns(reports);
-  }
-  double median(const std::string& name) const {
-    auto it = rates.find(name);
-    if (it == rates.end() || it->second.empty()) return 0;
-    auto v = it->second;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
-  std::map<std::string, std::vector<double>> rates;
-};
+using ringlog::bench::CollectingReporter;
 
 void summary(const CollectingReporter& rep) {
   double txn1 = rep.median("txn/threads:1"), txn2 = rep.median("txn/threads:2");

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ringlog/format.hpp"
 #include "ringlog/ring.hpp"
 #include "test_util.hpp"
@@ -427,33 +428,11 @@ void bm_passive(benchmark::State& state, bool with_reader) {
 
 // ---------------------------------------------------------------- summary
 
-// Keeps every iteration run's items/s by name, and prints like the console reporter.
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  using ConsoleReporter::ConsoleReporter;
-  void ReportRuns(const std::vector<Run>& reports) override {
-    for (const auto& r : reports) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rates[r.run_name.function_name].push_back(it->second.value);
-    }
-    ConsoleReporter::ReportRuns(reports);
-  }
-  std::map<std::string, std::vector<double>> rates;
-};
+using ringlog::bench::CollectingReporter;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 void summary(const CollectingReporter& rep, const std::vector<int>& threads) {
-  auto get = [&](const std::string& name) {
-    auto it = rep.rates.find(name);
-    return it == rep.rates.end() ? 0.0 : median(it->second);
-  };
+  auto get = [&](const std::string& name) { return rep.median(name); };
   unsigned cores = std::thread::hardware_concurrency();
   std::size_t reps = 0;
   for (auto& [name, v] : rep.rates) reps = std::max(reps, v.size());
