@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ring_impl.hpp"
+#include "test_hooks.hpp"
 
 namespace ringlog {
 
@@ -516,6 +517,7 @@ std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos, const Ce
   std::uint8_t vb[kVarintMax];
   std::size_t vl = varint_encode(c.word, vb);
   m.copy_in(pos + 1, vb, vl);
+  RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
   std::uint64_t p = pos + 1 + vl, left = c.len;
   for (std::size_t i = 0; i < c.nparts && left; ++i) {
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.parts[i].iov_len, left));
@@ -541,6 +543,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   Header* h = m.hdr;
   std::uint64_t needed = leader->needed_tot.load(std::memory_order_acquire);
   std::uint64_t count = leader->count_tot.load(std::memory_order_relaxed);
+  RINGLOG_HOOK("locked");
 
   // Announce earlier drops in-band, if there is room for it too.
   char note[96];
@@ -567,6 +570,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     fits = reclaim(m, head, t, t + needed, blocked);
   }
 
+  RINGLOG_HOOK("reclaimed");
   if (!fits) {
     // Drop the whole batch; the tail (and its RC byte) stay as they were.
     std::uint64_t bytes = needed;
@@ -598,10 +602,12 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     m.rc(t - 1).store(kRcWriting, std::memory_order_relaxed);  // ordered before W3 (release)
   }
   h->owner_saved_rc.store(saved, std::memory_order_relaxed);
+  RINGLOG_HOOK("tagged");
   std::uint64_t new_tail = t + needed + note_need;
   if (head != old_head) {
     h->head.store(head, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // W2
+    RINGLOG_HOOK("head_moved");
   }
   m.rc(new_tail - 1).store(0, std::memory_order_relaxed);
   if (slot >= 0) {
@@ -623,6 +629,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   r.check_dead_locked(false);
   r.unlock_tail(new_tail);  // W3: the next writer may go on while we copy
+  RINGLOG_HOOK("unlocked");
 
   // The drop notice goes first: readers learn of the gap before what follows it.
   std::uint64_t pos = t - 1;
@@ -642,7 +649,9 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     if (c != leader) release_carried(c->state, kDone);
     c = nx;
   }
+  RINGLOG_HOOK("copied");
   m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
+  RINGLOG_HOOK("exposed");
   if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
 
   if (pinned) {
