@@ -45,7 +45,7 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1
 if [ -d tests/fuzz ] && ls tests/fuzz/*.cpp >/dev/null 2>&1; then
   step "fuzz targets (libFuzzer, clang)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRINGLOG_BUILD_FUZZ=ON \
-        -DRINGLOG_BUILD_TESTS=ON -DRINGLOG_BUILD_BENCH=OFF -DRINGLOG_BUILD_TOOLS=OFF >/dev/null
+        -DRINGLOG_BUILD_TESTS=ON -DRINGLOG_BUILD_BENCH=OFF -DRINGLOG_BUILD_TOOLS=ON >/dev/null
   cmake --build build-fuzz -j "$JOBS" --target fuzz_all
   ctest --test-dir build-fuzz -L fuzz --output-on-failure --timeout 600
 fi
