@@ -8,6 +8,9 @@ PKGS=(
   clang libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
   python3 python3-matplotlib python3-prometheus-client
   tmux curl procps
+  zlib1g-dev                        # ringproxy gzip filter
+  haproxy varnish rsyslog wrk       # real peers for tests and benchmarks (started on loopback by the tests)
+  strace valgrind                   # system-call counts and instruction counts in bench/
 )
 missing=()
 for p in "${PKGS[@]}"; do
