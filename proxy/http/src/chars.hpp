@@ -1,0 +1,70 @@
+// Internal: byte classes and list helpers shared by the parser, decoder and writers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace ringproxy::http::detail {
+
+enum : std::uint8_t {
+  kTchar = 1,   // token character
+  kValue = 2,   // field-value byte: VCHAR, SP, HTAB, obs-text
+  kTarget = 4,  // request-target byte: VCHAR (no CTL, SP, obs-text)
+  kHex = 8,
+};
+
+constexpr std::array<std::uint8_t, 256> make_classes() {
+  std::array<std::uint8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    std::uint8_t v = 0;
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    bool digit = c >= '0' && c <= '9';
+    if (alpha || digit) v |= kTchar;
+    switch (c) {
+      case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+      case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        v |= kTchar;
+        break;
+      default: break;
+    }
+    if ((c > 0x20 && c < 0x7f) || c >= 0x80 || c == ' ' || c == '\t') v |= kValue;
+    if (c > 0x20 && c < 0x7f) v |= kTarget;
+    if (digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) v |= kHex;
+    t[static_cast<std::size_t>(c)] = v;
+  }
+  return t;
+}
+inline constexpr std::array<std::uint8_t, 256> kCharClass = make_classes();
+
+inline unsigned char lower(unsigned char c) { return (c >= 'A' && c <= 'Z') ? c | 0x20 : c; }
+
+inline bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(static_cast<unsigned char>(a[i])) != lower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+inline bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+inline std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(element) for each non-empty element of a comma-separated list (RFC 9110
+// §5.6.1), OWS trimmed. Quoted commas are not special: no list we split has them.
+template <class F>
+void for_each_list_element(std::string_view v, F&& f) {
+  while (!v.empty()) {
+    std::size_t comma = v.find(',');
+    std::string_view e = trim_ows(v.substr(0, comma));
+    if (!e.empty()) f(e);
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace ringproxy::http::detail

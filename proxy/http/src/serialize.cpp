@@ -1,0 +1,171 @@
+// Head writers and the proxy's forwarding rules. Appends only: the caller's buffer
+// keeps its capacity, so a steady connection allocates nothing here.
+#include "ringproxy/http/serialize.hpp"
+
+#include <charconv>
+
+#include "chars.hpp"
+
+namespace ringproxy::http {
+
+
+
+bool is_hop_by_hop(std::string_view name) {
+  switch (name.size()) {
+    case 2: return detail::iequals(name, "te");
+    case 7: return detail::iequals(name, "trailer") || detail::iequals(name, "upgrade");
+    case 10: return detail::iequals(name, "connection") || detail::iequals(name, "keep-alive");
+    case 16: return detail::iequals(name, "proxy-connection");
+    case 17: return detail::iequals(name, "transfer-encoding");
+    case 18: return detail::iequals(name, "proxy-authenticate");
+    case 19: return detail::iequals(name, "proxy-authorization");
+    default: return false;
+  }
+}
+
+bool is_hop_by_hop(std::string_view name, const ConnectionInfo& conn) {
+  return is_hop_by_hop(name) || (conn.count && conn.lists(name));
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 203: return "Non-Authoritative Information";
+    case 204: return "No Content";
+    case 205: return "Reset Content";
+    case 206: return "Partial Content";
+    case 300: return "Multiple Choices";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
+    case 426: return "Upgrade Required";
+    case 428: return "Precondition Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+void write_request_line(std::string& out, std::string_view method, std::string_view target,
+                        std::uint8_t version_minor) {
+  out.append(method);
+  out.push_back(' ');
+  out.append(target);
+  out.append(" HTTP/1.");
+  out.push_back(static_cast<char>('0' + (version_minor > 9 ? 1 : version_minor)));
+  out.append("\r\n");
+}
+
+void write_status_line(std::string& out, int status, std::string_view reason, std::uint8_t version_minor) {
+  out.append("HTTP/1.");
+  out.push_back(static_cast<char>('0' + (version_minor > 9 ? 1 : version_minor)));
+  out.push_back(' ');
+  char num[4] = {static_cast<char>('0' + status / 100 % 10), static_cast<char>('0' + status / 10 % 10),
+                 static_cast<char>('0' + status % 10), ' '};
+  out.append(num, 4);
+  out.append(reason.empty() ? reason_phrase(status) : reason);
+  out.append("\r\n");
+}
+
+void write_header(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name);
+  out.append(": ");
+  out.append(value);
+  out.append("\r\n");
+}
+
+void write_header(std::string& out, std::string_view name, std::uint64_t value) {
+  char num[24];
+  auto r = std::to_chars(num, num + sizeof num, value);
+  write_header(out, name, std::string_view(num, static_cast<std::size_t>(r.ptr - num)));
+}
+
+void end_head(std::string& out) { out.append("\r\n"); }
+
+namespace {
+
+// Appends one field line `name: v1, v2, ..., ours`.
+void write_joined(std::string& out, std::string_view name, const HeaderList& headers, std::string_view ours_a,
+                  std::string_view ours_b) {
+  out.append(name);
+  out.append(": ");
+  for (const Header& h : headers) {
+    if (!detail::iequals(h.name, name) || h.value.empty()) continue;
+    out.append(h.value);
+    out.append(", ");
+  }
+  out.append(ours_a);
+  out.append(ours_b);
+  out.append("\r\n");
+}
+
+void write_fields(std::string& out, const HeaderList& headers, const ConnectionInfo& conn,
+                  const ForwardOptions& opt, bool request) {
+  for (const Header& h : headers) {
+    if (is_hop_by_hop(h.name, conn)) continue;
+    if (!opt.keep_framing && detail::iequals(h.name, "content-length")) continue;
+    if (!opt.via.empty() && detail::iequals(h.name, "via")) continue;
+    if (request && !opt.client_addr.empty() && detail::iequals(h.name, "x-forwarded-for")) continue;
+    out.append(h.name);
+    out.append(": ");
+    out.append(h.value);
+    out.append("\r\n");
+  }
+}
+
+}  // namespace
+
+void write_via(std::string& out, const HeaderList& headers, std::uint8_t version_minor, std::string_view pseudonym) {
+  char proto[5] = {'1', '.', static_cast<char>('0' + (version_minor > 9 ? 1 : version_minor)), ' ', 0};
+  write_joined(out, "Via", headers, std::string_view(proto, 4), pseudonym);
+}
+
+void write_x_forwarded_for(std::string& out, const HeaderList& headers, std::string_view client_addr) {
+  write_joined(out, "X-Forwarded-For", headers, client_addr, {});
+}
+
+void write_forward_request(std::string& out, const RequestHead& req, const ForwardOptions& opt,
+                           std::string_view target) {
+  write_request_line(out, req.method_name, target.empty() ? req.target : target, 1);
+  write_fields(out, req.headers, req.connection, opt, true);
+  if (!opt.via.empty()) write_via(out, req.headers, req.version_minor, opt.via);
+  if (!opt.client_addr.empty()) write_x_forwarded_for(out, req.headers, opt.client_addr);
+}
+
+void write_forward_response(std::string& out, const ResponseHead& resp, const ForwardOptions& opt) {
+  write_status_line(out, resp.status, resp.reason.empty() ? reason_phrase(resp.status) : resp.reason, 1);
+  write_fields(out, resp.headers, resp.connection, opt, false);
+  if (!opt.via.empty()) write_via(out, resp.headers, resp.version_minor, opt.via);
+}
+
+}  // namespace ringproxy::http
