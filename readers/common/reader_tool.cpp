@@ -1,0 +1,577 @@
+// Shared reader-tool code: options, filters, finding and following the ring, -r
+// files, and the grouping loop (see reader_tool.hpp). Errors become UsageError or
+// RuntimeError with a complete message; nothing here exits the process.
+#include "reader_tool.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "ringlog/logfile.hpp"
+#include "ringlog/ring.hpp"
+
+namespace ringlog::tool {
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+volatile sig_atomic_t g_hup = 0;
+
+void on_stop_signal(int) { g_stop = 1; }
+void on_hup_signal(int) { g_hup = 1; }
+
+std::regex compile_regex(const std::string& text, const std::string& what) {
+  try {
+    auto flags = std::regex::ECMAScript | std::regex::optimize;
+#ifdef __GLIBCXX__
+    flags |= std::regex_constants::__polynomial;
+#endif
+    return std::regex(text, flags);
+  } catch (const std::regex_error& e) {
+    throw UsageError(what + ": bad regular expression '" + text + "': " + e.what());
+  }
+}
+
+// "2m" -> 120, "m" -> 60, "30" -> 30 (seconds); nullopt when malformed.
+std::optional<double> parse_period(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  double mult = 1;
+  char unit = s.back();
+  if (unit == 's' || unit == 'm' || unit == 'h' || unit == 'd' || unit == 'w' || unit == 'y') {
+    mult = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : unit == 'w' ? 604800 : 31536000;
+    s.remove_suffix(1);
+    if (!s.empty() && s.back() == 'm' && unit == 's') {  // "ms"
+      mult = 0.001;
+      s.remove_suffix(1);
+    }
+    if (s.empty()) return mult;
+  }
+  try {
+    std::size_t used = 0;
+    std::string t(s);
+    double v = std::stod(t, &used);
+    if (used != t.size() || !(v > 0) || !std::isfinite(v)) return std::nullopt;
+    return v * mult;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+bool is_directory(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string ring_path_for(const std::string& instance) {
+  std::string p = resolve_ring_path(instance);
+  if (is_directory(p)) p += "/" + std::string(kRingFileName);
+  return p;
+}
+
+bool side_ok(VxidKind k, std::uint64_t vxid, bool client, bool backend) {
+  if (!client && !backend) return true;
+  if (vxid == 0) return true;
+  if (client && (k == VxidKind::client || k == VxidKind::session)) return true;
+  if (backend && k == VxidKind::backend) return true;
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- small parsers
+
+std::optional<double> parse_wait(std::string_view s) {
+  if (s == "off") return -1.0;
+  try {
+    std::string t(s);
+    std::size_t used = 0;
+    double v = std::stod(t, &used);
+    if (used != t.size() || !(v >= 0) || v > 1e9) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::string missing_ring_message(const std::string& instance, const std::string& path) {
+  std::string who = instance.empty() ? "the default instance" : "'" + instance + "'";
+  return "no ring at " + path + " (looked for " + who +
+         "; instances live under $RINGLOG_DIR, default /dev/shm/ringlog).\n"
+         "Name another with -n NAME or -n PATH, or wait for it with -t SECONDS (-t off: forever).";
+}
+
+// ---------------------------------------------------------------- record filters
+
+RecordFilter RecordFilter::build(const std::vector<std::pair<char, std::string>>& filters, bool client,
+                                 bool backend) {
+  RecordFilter f;
+  f.client_ = client;
+  f.backend_ = backend;
+  f.active_ = client || backend || !filters.empty();
+  bool seen = false;
+  for (const auto& [opt, arg] : filters) {
+    std::string name = std::string("-") + opt;
+    if ((opt == 'i' || opt == 'I') && !seen) f.suppress_ = TagSet::all();  // first -i/-I: hide the rest
+    seen = true;
+    if (opt == 'i' || opt == 'x') {
+      TagSet s;
+      try {
+        s = TagSet::parse(arg);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(name + ": " + e.what());
+      }
+      for (unsigned t = 1; t < 255; ++t) {
+        Tag tag = static_cast<Tag>(t);
+        if (!s.contains(tag)) continue;
+        if (opt == 'i') {
+          f.select_.add(tag);
+          // -i clears the suppression (Varnish's bitmap): rebuild without it.
+          TagSet nsup;
+          for (unsigned u = 1; u < 255; ++u)
+            if (u != t && f.suppress_.contains(static_cast<Tag>(u))) nsup.add(static_cast<Tag>(u));
+          f.suppress_ = nsup;
+        } else {
+          f.suppress_.add(tag);
+          TagSet nsel;
+          for (unsigned u = 1; u < 255; ++u)
+            if (u != t && f.select_.contains(static_cast<Tag>(u))) nsel.add(static_cast<Tag>(u));
+          f.select_ = nsel;
+        }
+      }
+      continue;
+    }
+    // -I / -X: [taglist:]regex
+    RegexFilter rf;
+    std::string re = arg;
+    if (auto colon = arg.find(':'); colon != std::string::npos) {
+      try {
+        rf.tags = TagSet::parse(std::string_view(arg).substr(0, colon));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(name + ": " + e.what());
+      }
+      rf.any_tag = false;
+      re = arg.substr(colon + 1);
+    }
+    rf.re = compile_regex(re, name);
+    (opt == 'I' ? f.select_re_ : f.suppress_re_).push_back(std::move(rf));
+  }
+  return f;
+}
+
+bool RecordFilter::show(const Record& r) const {
+  if (!active_) return true;
+  if (!side_ok(r.kind, r.vxid, client_, backend_)) return false;
+  auto match = [&](const std::vector<RegexFilter>& v) {
+    for (const RegexFilter& f : v) {
+      if (!f.any_tag && !f.tags.contains(r.tag)) continue;
+      if (std::regex_search(r.payload.begin(), r.payload.end(), f.re)) return true;
+    }
+    return false;
+  };
+  if (!select_re_.empty() && match(select_re_)) return true;
+  if (select_.contains(r.tag)) return true;
+  if (!suppress_re_.empty() && match(suppress_re_)) return false;
+  if (suppress_.contains(r.tag)) return false;
+  return true;
+}
+
+bool RecordFilter::show_txn(const Transaction& t) const noexcept {
+  if (!client_ && !backend_) return true;
+  if (t.vxid == 0) return true;
+  if (client_ && (t.type == TxnType::req || (t.type == TxnType::unknown && t.kind == VxidKind::client))) return true;
+  if (backend_ && (t.type == TxnType::bereq || (t.type == TxnType::unknown && t.kind == VxidKind::backend)))
+    return true;
+  return false;
+}
+
+// ---------------------------------------------------------------- rate limit
+
+RateLimiter RateLimiter::parse(std::string_view spec) {
+  RateLimiter r;
+  std::string_view num = spec, per;
+  if (auto slash = spec.find('/'); slash != std::string_view::npos) {
+    num = spec.substr(0, slash);
+    per = spec.substr(slash + 1);
+  }
+  double limit = 0;
+  try {
+    std::string t(num);
+    std::size_t used = 0;
+    limit = std::stod(t, &used);
+    if (used != t.size()) limit = 0;
+  } catch (...) {
+    limit = 0;
+  }
+  if (!(limit >= 1) || limit > 1e9 || std::floor(limit) != limit)
+    throw UsageError("-R: expected LIMIT[/PERIOD] with LIMIT a whole number >= 1, got '" + std::string(spec) + "'");
+  double period = 1;
+  if (!per.empty()) {
+    auto p = parse_period(per);
+    if (!p) throw UsageError("-R: bad period '" + std::string(per) + "' (e.g. 10/2m, 5/m, 100/s)");
+    period = *p;
+  }
+  r.per_second_ = limit / period;
+  r.burst_ = limit;
+  r.tokens_ = limit;
+  return r;
+}
+
+bool RateLimiter::allow(std::chrono::steady_clock::time_point now) noexcept {
+  if (!enabled()) return true;
+  if (last_ != std::chrono::steady_clock::time_point{}) {
+    double dt = std::chrono::duration<double>(now - last_).count();
+    if (dt > 0) tokens_ = std::min(burst_, tokens_ + dt * per_second_);
+  }
+  last_ = now;
+  if (tokens_ >= 1) {
+    tokens_ -= 1;
+    return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- options
+
+void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
+  if (groups & kSourceOptions) {
+    app.add_option("-n", o.instance,
+                   "Instance name (under $RINGLOG_DIR, default /dev/shm/ringlog), instance directory or ring file")
+        ->type_name("NAME");
+    app.add_option("-t", o.wait, "Wait up to SECONDS for a missing ring; 'off' waits forever (default 0)")
+        ->type_name("SECONDS|off");
+    app.add_flag("-d", o.from_oldest, "Start at the oldest message in the ring and exit at the end");
+    app.add_flag("--pinned", o.pinned,
+                 "Lossless reading: register as a pinned reader (writers drop rather than overwrite us)");
+    app.add_option("-r", o.read_file, "Read a ringlog binary log file (written by -w) instead of a ring; - is stdin")
+        ->type_name("FILE");
+  }
+  if (groups & kGroupingOptions) {
+    app.add_option("-g", o.grouping, "Grouping: raw, vxid, request or session (default vxid)")->type_name("MODE");
+    app.add_option("-T", o.txn_timeout, "Close incomplete transactions after SECONDS (default 120)")
+        ->type_name("SECONDS");
+    app.add_option("-L", o.max_pending, "At most LIMIT incomplete transactions kept; the oldest is closed (default 1000)")
+        ->type_name("LIMIT");
+  }
+  if (groups & kSelectOptions) {
+    app.add_option("-q", o.queries, "VSL query selecting transactions (ringlog-query(7)); several -q are OR-ed")
+        ->type_name("QUERY")
+        ->allow_extra_args(false);
+    app.add_option("-Q", o.query_files, "Read queries from FILE, one per line ('#' comments); OR-ed with -q")
+        ->type_name("FILE")
+        ->allow_extra_args(false);
+    app.add_flag("-c", o.client, "Client side only (requests)");
+    app.add_flag("-b", o.backend, "Backend side only (fetches)");
+    app.add_option("-k", o.limit, "Stop after NUM selected transactions (groups)")->type_name("NUM");
+    app.add_option("-R", o.rate, "Rate limit: at most LIMIT transactions per PERIOD (default 1s), e.g. 10/2m")
+        ->type_name("LIMIT[/PERIOD]");
+  }
+  if (groups & kRecordFilterOptions) {
+    app.add_option("-i", "Include only records of these tags (comma-separated, globs); repeatable")
+        ->type_name("TAGLIST")
+        ->allow_extra_args(false);
+    app.add_option("-x", "Exclude records of these tags (comma-separated, globs); repeatable")
+        ->type_name("TAGLIST")
+        ->allow_extra_args(false);
+    app.add_option("-I", "Include only records matching REGEX (of these tags); repeatable")
+        ->type_name("[TAGLIST:]REGEX")
+        ->allow_extra_args(false);
+    app.add_option("-X", "Exclude records matching REGEX (of these tags); repeatable")
+        ->type_name("[TAGLIST:]REGEX")
+        ->allow_extra_args(false);
+  }
+}
+
+void prepare(CLI::App& app, ReaderOptions& o) {
+  // -i/-x/-I/-X in command-line order (Varnish applies them in order).
+  o.record_filters.clear();
+  std::map<const CLI::Option*, std::size_t> used;
+  for (const CLI::Option* opt : app.parse_order()) {
+    std::string n = opt->get_name();
+    if (n != "-i" && n != "-x" && n != "-I" && n != "-X") continue;
+    const auto& res = opt->results();
+    std::size_t& k = used[opt];
+    if (k < res.size()) o.record_filters.emplace_back(n[1], res[k++]);
+  }
+  auto wait = parse_wait(o.wait);
+  if (!wait) throw UsageError("-t: expected a number of seconds or 'off', got '" + o.wait + "'");
+  o.wait_seconds = *wait;
+  auto g = grouping_by_name(o.grouping);
+  if (!g) throw UsageError("-g: expected raw, vxid, request or session, got '" + o.grouping + "'");
+  o.mode = *g;
+  if (!(o.txn_timeout > 0) || o.txn_timeout > 1e7) throw UsageError("-T: expected a number of seconds > 0");
+  if (o.max_pending < 1 || o.max_pending > 100'000'000) throw UsageError("-L: expected a limit of at least 1");
+  if (o.client && o.backend) throw UsageError("-c and -b exclude each other");
+  if (!o.read_file.empty() && (!o.instance.empty() || o.pinned))
+    throw UsageError("-r reads a file: -n and --pinned do not apply");
+  o.query_set = QuerySet();
+  for (std::size_t i = 0; i < o.queries.size(); ++i) {
+    try {
+      o.query_set.add(o.queries[i]);
+    } catch (const QueryParseError& e) {
+      throw UsageError("-q: " + e.describe(o.queries[i]));
+    }
+  }
+  for (const std::string& f : o.query_files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw RuntimeError("-Q: cannot read " + f + ": " + std::strerror(errno));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+      o.query_set.add_file_text(ss.str());
+    } catch (const QueryParseError& e) {
+      throw UsageError("-Q " + f + ": query error at position " + std::to_string(e.pos()) + " of " + e.message());
+    }
+  }
+  o.filter = RecordFilter::build(o.record_filters, o.client, o.backend);
+  o.rate_limiter = o.rate.empty() ? RateLimiter() : RateLimiter::parse(o.rate);
+}
+
+// ---------------------------------------------------------------- signals
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = on_hup_signal;
+  ::sigaction(SIGHUP, &sa, nullptr);
+}
+bool stop_requested() noexcept { return g_stop != 0; }
+void request_stop() noexcept { g_stop = 1; }
+bool take_hup() noexcept {
+  if (!g_hup) return false;
+  g_hup = 0;
+  return true;
+}
+
+// ---------------------------------------------------------------- the loop
+
+ReaderLoop::ReaderLoop(const ReaderOptions& o, std::string tool_name)
+    : opts_(o), tool_(std::move(tool_name)), queries_(o.query_set), filter_(o.filter), rate_(o.rate_limiter) {}
+
+ReaderLoop::~ReaderLoop() = default;
+
+bool ReaderLoop::select_group(const Group& g) {
+  if (opts_.client || opts_.backend) {
+    bool any = false;
+    for (const Transaction* t : g.txns)
+      if (filter_.show_txn(*t)) {
+        any = true;
+        break;
+      }
+    if (!any) return false;
+  }
+  return queries_.matches(g);
+}
+
+void ReaderLoop::deliver(const Group& g) {
+  if (stop_) return;
+  ++stats_.groups;
+  if (!select_group(g)) return;
+  if (rate_.enabled() && !rate_.allow(std::chrono::steady_clock::now())) {
+    ++stats_.rate_limited;
+    return;
+  }
+  ++stats_.selected;
+  if (on_group_) on_group_(g);
+  if (opts_.limit && stats_.selected >= opts_.limit) stop_ = true;
+}
+
+int ReaderLoop::run() {
+  try {
+    return opts_.read_file.empty() ? run_ring() : run_file();
+  } catch (const RuntimeError& e) {
+    std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
+    return kExitRuntime;
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
+    return kExitRuntime;
+  }
+}
+
+int ReaderLoop::run_file() {
+  LogFileReader in = LogFileReader::open(opts_.read_file);
+  GroupOptions go{opts_.mode, std::chrono::milliseconds(std::int64_t(opts_.txn_timeout * 1000)), opts_.max_pending};
+  Grouper grouper(go, [this](const Group& g) { deliver(g); });
+  const bool fast_raw = on_raw_ && opts_.mode == Grouping::raw && queries_.empty();
+  std::vector<std::byte> buf;
+  format::MsgKind kind{};
+  int rc = kExitOk;
+  auto now = Grouper::Clock::now();
+  for (std::uint64_t n = 0;; ++n) {
+    if (stop_ || stop_requested()) return kExitOk;
+    LogFileStatus st = in.next(buf, kind);
+    if (st == LogFileStatus::end) break;
+    if (st != LogFileStatus::message) {
+      std::fprintf(stderr, "%s: %s: %s at offset %" PRIu64 "\n", tool_.c_str(), opts_.read_file.c_str(),
+                   to_string(st), in.offset());
+      rc = kExitRuntime;
+      break;
+    }
+    if ((n & 1023) == 0) now = Grouper::Clock::now();
+    if (kind == format::MsgKind::notice) {
+      grouper.notice(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()), now);
+      continue;
+    }
+    if (kind != format::MsgKind::data) continue;
+    ++stats_.messages;
+    if (fast_raw) {
+      deliver_raw(buf);
+    } else {
+      grouper.feed(buf, now);
+    }
+  }
+  if (!stop_) grouper.flush();
+  if (on_idle_) on_idle_();
+  return rc;
+}
+
+void ReaderLoop::deliver_raw(std::span<const std::byte> msg) {
+  if (stop_) return;
+  if (opts_.client || opts_.backend) {
+    BatchDecoder d(msg);
+    if (d.valid() && !side_ok(d.header().kind, d.header().vxid, opts_.client, opts_.backend)) return;
+  }
+  ++stats_.groups;
+  if (rate_.enabled() && !rate_.allow(std::chrono::steady_clock::now())) {
+    ++stats_.rate_limited;
+    return;
+  }
+  ++stats_.selected;
+  on_raw_(msg);
+  if (opts_.limit && stats_.selected >= opts_.limit) stop_ = true;
+}
+
+int ReaderLoop::run_ring() {
+  using namespace std::chrono;
+  ring_path_ = ring_path_for(opts_.instance);
+  const ReaderKind kind = opts_.pinned ? ReaderKind::pinned : ReaderKind::passive;
+
+  // Attach, waiting up to -t for the ring to appear.
+  auto open_ring = [&](StartAt start) -> std::optional<Reader> {
+    try {
+      return Reader::open(ring_path_, {.kind = kind, .start = start});
+    } catch (const Error& e) {
+      if (e.code() == Errc::not_found) return std::nullopt;
+      if (e.code() == Errc::permission)
+        throw RuntimeError("cannot open " + ring_path_ + ": permission denied" +
+                           (opts_.pinned ? " (--pinned needs write access to the ring)" : ""));
+      if (e.code() == Errc::bad_format) throw RuntimeError(ring_path_ + ": not a usable ringlog ring: " + e.what());
+      throw RuntimeError(std::string(e.what()));
+    }
+  };
+  const StartAt first_start = opts_.from_oldest ? StartAt::oldest : StartAt::tail;
+  std::optional<Reader> rd = open_ring(first_start);
+  if (!rd) {
+    auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(
+                                              opts_.wait_seconds < 0 ? 0 : opts_.wait_seconds));
+    while (!rd) {
+      if (opts_.wait_seconds >= 0 && steady_clock::now() >= deadline)
+        throw RuntimeError(missing_ring_message(opts_.instance, ring_path_));
+      if (stop_requested()) return kExitOk;
+      std::this_thread::sleep_for(milliseconds(100));
+      rd = open_ring(first_start);
+    }
+  }
+  std::uint64_t instance_id = rd->header().instance_id;
+
+  GroupOptions go{opts_.mode, milliseconds(std::int64_t(opts_.txn_timeout * 1000)), opts_.max_pending};
+  Grouper grouper(go, [this](const Group& g) { deliver(g); });
+  const bool fast_raw = on_raw_ && opts_.mode == Grouping::raw && queries_.empty();
+  std::vector<std::byte> buf;
+  buf.reserve(64 * 1024);
+  auto now = Grouper::Clock::now();
+  auto last_tick = now, last_stale_check = now;
+  std::uint64_t n = 0;
+  for (;;) {
+    if (stop_ || stop_requested()) return kExitOk;
+    ReadResult r = rd->next(buf);
+    if (r.status == ReadStatus::message) {
+      if ((++n & 255) == 0) {
+        now = Grouper::Clock::now();
+        if (now - last_tick >= milliseconds(100)) {
+          last_tick = now;
+          grouper.tick(now);
+          if (on_tick_) on_tick_();
+        }
+      }
+      if (r.kind == format::MsgKind::data) {
+        ++stats_.messages;
+        if (fast_raw) deliver_raw(buf);
+        else grouper.feed(buf, now);
+      } else if (r.kind == format::MsgKind::notice) {
+        grouper.notice(std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()), now);
+      }
+      continue;
+    }
+    now = Grouper::Clock::now();
+    if (r.status == ReadStatus::lost) {
+      stats_.lost_bytes += r.lost;
+      if (on_idle_) on_idle_();  // keep stdout and stderr in order
+      std::fprintf(stderr, "Log overrun: %" PRIu64 " bytes lost\n", r.lost);
+      grouper.lost(r.lost, now);
+      continue;
+    }
+    // Empty: the end for -d, else wait for more.
+    if (opts_.from_oldest) {
+      grouper.flush();
+      if (on_idle_) on_idle_();
+      return kExitOk;
+    }
+    if (on_idle_) on_idle_();
+    if (now - last_tick >= milliseconds(100)) {
+      last_tick = now;
+      grouper.tick(now);
+      if (on_tick_) on_tick_();
+    }
+    if (now - last_stale_check >= milliseconds(250)) {
+      last_stale_check = now;
+      if (rd->stale()) {
+        // The writer recreated (or removed) the ring: finish what we hold and follow it.
+        grouper.flush();
+        if (on_idle_) on_idle_();
+        std::fprintf(stderr, "%s: the ring at %s was recreated or removed; reattaching\n", tool_.c_str(),
+                     ring_path_.c_str());
+        std::optional<Reader> nr;
+        bool said_waiting = false;
+        for (;;) {
+          if (stop_ || stop_requested()) return kExitOk;
+          nr = open_ring(StartAt::oldest);
+          if (nr && nr->header().instance_id != instance_id) break;
+          if (nr && !nr->stale()) break;  // same id but a fresh mapping of the file
+          if (!said_waiting) {
+            std::fprintf(stderr, "%s: waiting for %s to reappear\n", tool_.c_str(), ring_path_.c_str());
+            said_waiting = true;
+          }
+          std::this_thread::sleep_for(milliseconds(100));
+          if (on_tick_) on_tick_();
+        }
+        rd = std::move(nr);
+        instance_id = rd->header().instance_id;
+        ++stats_.reattaches;
+        std::fprintf(stderr, "%s: reattached to %s (instance id %" PRIx64 ")\n", tool_.c_str(), ring_path_.c_str(),
+                     instance_id);
+        continue;
+      }
+    }
+    rd->wait(milliseconds(50));
+  }
+}
+
+}  // namespace ringlog::tool

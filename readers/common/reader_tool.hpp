@@ -1,0 +1,216 @@
+// Shared code of the record reader tools (ringlog, ringlog-ncsa, ringlog-top,
+// ringlog-forward): the options every tool spells the same way (-n -t -d -r --pinned,
+// -g -T -L, -q -Q -c -b -k -R, -i -x -I -X), finding and following the ring
+// (waiting for it, reattaching when a writer recreates it, overruns), reading
+// ringlog binary files, and the loop that groups records and hands each selected
+// group to the tool. It never prints records itself: tools own their output.
+// Thread safety: one ReaderLoop per thread; the signal flags are process-wide.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ringlog/format.hpp"
+#include "ringlog/group.hpp"
+#include "ringlog/query.hpp"
+#include "ringlog/record.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace ringlog::tool {
+
+// Exit codes shared by the tools (documented in their man pages).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;  // missing ring, unreadable file, I/O error
+inline constexpr int kExitUsage = 2;    // bad flag or value, bad query
+
+// A command-line mistake (exit 2) / a failure while running (exit 1). The message is
+// complete ("-q: ...", "no ring at ..."), without the tool's name.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// -t: "off" = -1 (forever), else seconds >= 0. nullopt when malformed.
+std::optional<double> parse_wait(std::string_view s);
+
+// varnishlog's record filters (VSL_Match): -i/-x select/suppress tags, -I/-X
+// [taglist:]regex select/suppress records; once -i or -I is given, tags not selected
+// are hidden. -c/-b hide records of the other side.
+class RecordFilter {
+ public:
+  RecordFilter() = default;
+  // Throws UsageError for a bad taglist or regex.
+  static RecordFilter build(const std::vector<std::pair<char, std::string>>& filters, bool client, bool backend);
+  bool empty() const noexcept { return !active_; }
+  // Should this record be shown?
+  bool show(const Record& r) const;
+  // Should this transaction of a grouped display be shown at all (-c: requests,
+  // -b: backend fetches; varnishlog hides the others, sessions included)?
+  bool show_txn(const Transaction& t) const noexcept;
+
+ private:
+  struct RegexFilter {
+    TagSet tags;  // empty: every tag
+    bool any_tag = true;
+    std::regex re;
+  };
+  bool active_ = false;
+  bool client_ = false, backend_ = false;
+  TagSet select_, suppress_;
+  std::vector<RegexFilter> select_re_, suppress_re_;
+};
+
+// -R LIMIT[/PERIOD]: at most LIMIT groups per PERIOD (default 1s; "2m", "m", "30s",
+// "1h"...), a token bucket.
+class RateLimiter {
+ public:
+  RateLimiter() = default;
+  static RateLimiter parse(std::string_view spec);  // throws UsageError
+  bool enabled() const noexcept { return per_second_ > 0; }
+  bool allow(std::chrono::steady_clock::time_point now) noexcept;
+
+ private:
+  double per_second_ = 0, burst_ = 0, tokens_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// Everything the shared options fill in. Raw strings are checked by prepare().
+struct ReaderOptions {
+  // Where to read.
+  std::string instance;          // -n: instance name, instance directory or ring path; "" = default
+  std::string wait = "0";        // -t SECONDS|off
+  bool from_oldest = false;      // -d: start at the oldest message and exit at the end
+  bool pinned = false;           // --pinned: lossless (writers drop instead of overwriting us)
+  std::string read_file;         // -r FILE|-: read a ringlog binary file instead of a ring
+  // Grouping.
+  std::string grouping = "vxid";  // -g raw|vxid|request|session
+  double txn_timeout = 120;       // -T seconds
+  std::size_t max_pending = 1000; // -L transactions
+  // Selection.
+  std::vector<std::string> queries;      // -q (OR-ed)
+  std::vector<std::string> query_files;  // -Q
+  bool client = false;                   // -c
+  bool backend = false;                  // -b
+  std::uint64_t limit = 0;               // -k: stop after this many selected groups (0: no limit)
+  std::string rate;                      // -R LIMIT[/PERIOD]
+  // Record filters in command-line order: ('i'|'x'|'I'|'X', argument).
+  std::vector<std::pair<char, std::string>> record_filters;
+
+  // Filled by prepare(): the checked and compiled forms.
+  double wait_seconds = 0;  // -1: forever
+  Grouping mode = Grouping::vxid;
+  QuerySet query_set;
+  RecordFilter filter;
+  RateLimiter rate_limiter;
+};
+
+// Which option groups a tool registers.
+enum OptionGroups : unsigned {
+  kSourceOptions = 1,    // -n -t -d -r --pinned
+  kGroupingOptions = 2,  // -g -T -L
+  kSelectOptions = 4,    // -q -Q -c -b -k -R
+  kRecordFilterOptions = 8,  // -i -x -I -X
+  kAllOptions = 15,
+};
+
+// Registers the shared options on app (help texts shared too). Call prepare() after
+// app.parse(): it collects -i/-x/-I/-X in command-line order, checks every value,
+// compiles queries, filters and -R, and throws UsageError (or RuntimeError for an
+// unreadable -Q file).
+void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups = kAllOptions);
+void prepare(CLI::App& app, ReaderOptions& o);
+
+// Stop/reopen requests from signals (SIGINT/SIGTERM stop, SIGHUP reopen): set by
+// install_signal_handlers(), read by the loop and the tools.
+void install_signal_handlers();
+bool stop_requested() noexcept;
+void request_stop() noexcept;
+bool take_hup() noexcept;  // true once per SIGHUP received
+
+struct LoopStats {
+  std::uint64_t messages = 0;        // data messages read
+  std::uint64_t groups = 0;          // groups formed
+  std::uint64_t selected = 0;        // groups handed to the tool
+  std::uint64_t rate_limited = 0;    // selected but suppressed by -R
+  std::uint64_t lost_bytes = 0;      // overruns
+  std::uint64_t reattaches = 0;
+};
+
+// The reading loop. Source: the -r file, else the ring (waiting -t for it). Tails from
+// now, or with -d from the oldest message and stops at the end. Overruns print
+// "Log overrun: N bytes lost" on stderr; a recreated ring is reattached with a notice.
+class ReaderLoop {
+ public:
+  using GroupFn = std::function<void(const Group&)>;
+  // A raw message (record batch) before grouping.
+  using RawFn = std::function<void(std::span<const std::byte>)>;
+
+  // Throws UsageError (bad query file) — options must have gone through prepare().
+  ReaderLoop(const ReaderOptions& o, std::string tool_name);
+  ~ReaderLoop();
+
+  // Called with each selected group (after -q, -c/-b transaction selection in vxid and
+  // raw modes, -R; -k counts these).
+  void on_group(GroupFn fn) { on_group_ = std::move(fn); }
+  // Optional fast path for -g raw without -q: batches are handed over without grouping
+  // (the tool decodes them with BatchDecoder and applies filter().show() to each
+  // record). -c/-b skip batches of the other side; -k and -R count batches.
+  void on_raw(RawFn fn) { on_raw_ = std::move(fn); }
+  // Called when the input is drained for now (before waiting): tools flush output.
+  void on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
+  // Called about every 100 ms while running (screen refresh, SIGHUP handling...).
+  void on_tick(std::function<void()> fn) { on_tick_ = std::move(fn); }
+
+  // Runs to the end (-d, -r, -k reached, stop requested). Returns an exit code;
+  // RuntimeError is reported as a message on stderr and kExitRuntime.
+  int run();
+  // Makes run() return after the current group (from a callback or another thread).
+  void stop() noexcept { stop_ = true; }
+
+  const LoopStats& stats() const noexcept { return stats_; }
+  const QuerySet& queries() const noexcept { return queries_; }
+  const RecordFilter& filter() const noexcept { return filter_; }
+  // The ring path being read ("" with -r).
+  const std::string& ring_path() const noexcept { return ring_path_; }
+
+ private:
+  struct Impl;
+  void deliver(const Group& g);
+  void deliver_raw(std::span<const std::byte> msg);
+  bool select_group(const Group& g);
+  int run_ring();
+  int run_file();
+
+  ReaderOptions opts_;
+  std::string tool_;
+  std::string ring_path_;
+  QuerySet queries_;
+  RecordFilter filter_;
+  RateLimiter rate_;
+  LoopStats stats_;
+  GroupFn on_group_;
+  RawFn on_raw_;
+  std::function<void()> on_idle_, on_tick_;
+  bool stop_ = false;
+};
+
+// Where a tool looked for the ring, for error messages: "no ring at PATH (instance
+// 'NAME'); name another with -n NAME or a ring path, or wait for it with -t SECONDS".
+std::string missing_ring_message(const std::string& instance, const std::string& path);
+
+}  // namespace ringlog::tool

@@ -1,0 +1,276 @@
+// ringlog: the live tail of a ringlog instance, like varnishlog: groups records into
+// transactions (-g), selects them (-q, -c/-b, -k, -R), filters records (-i/-x/-I/-X)
+// and prints them in varnishlog's layouts, as JSON lines (-j), or stores them in a
+// binary file (-w) that -r reads back. It only reads the ring (passive) unless
+// --pinned is given.
+//
+// Exit codes (documented in ringlog(1)):
+//   0 success, 1 runtime error (missing ring after -t, unreadable or damaged file,
+//   write error), 2 bad command line (bad flag or value, bad query with its position).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+
+// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "reader_tool.hpp"
+#include "ringlog/json.hpp"
+#include "ringlog/logfile.hpp"
+#include "ringlog/printer.hpp"
+
+namespace {
+
+namespace rt = ringlog::tool;
+
+constexpr const char* kTool = "ringlog";
+constexpr std::size_t kOutFlushAt = 1 << 18;
+
+// Where text goes: stdout, or the -w file with -A. Reopened on SIGHUP.
+class TextOut {
+ public:
+  void open(const std::string& path, bool append) {
+    path_ = path;
+    append_ = append;
+    reopen(append);
+  }
+  void reopen(bool append) {
+    if (path_.empty()) return;
+    flush();
+    if (f_ && f_ != stdout) std::fclose(f_);
+    f_ = std::fopen(path_.c_str(), append ? "a" : "w");
+    if (!f_) throw rt::RuntimeError("cannot open " + path_ + ": " + std::strerror(errno));
+  }
+  std::string& buf() { return buf_; }
+  void maybe_flush() {
+    if (buf_.size() >= kOutFlushAt) write_out();
+  }
+  void write_out() {
+    if (buf_.empty()) return;
+    if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) failed_ = true;
+    buf_.clear();
+  }
+  void flush() {
+    write_out();
+    if (f_ && std::fflush(f_) != 0) failed_ = true;
+  }
+  bool failed() const { return failed_; }
+  const std::string& path() const { return path_; }
+  ~TextOut() {
+    if (f_ && f_ != stdout) std::fclose(f_);
+  }
+
+ private:
+  std::FILE* f_ = stdout;
+  std::string path_;
+  bool append_ = false;
+  std::string buf_;
+  bool failed_ = false;
+};
+
+// printer.cpp's level markers: "-   ", "--  ", "--- ", then "-4- ".
+void level_marker(std::string& out, unsigned level, char c) {
+  if (level > 3) {
+    out += c;
+    out += std::to_string(level);
+    out += c;
+    out += ' ';
+    return;
+  }
+  out.append(level, c);
+  out.append(4 - level, ' ');
+}
+
+// A group in varnishlog's layout with the record filters applied; -v prints each
+// record like -g raw does (vxid, tag, side) after its level marker.
+void print_filtered(std::string& out, const ringlog::Group& g, const rt::RecordFilter& f, bool verbose) {
+  if (f.empty() && !verbose) {
+    ringlog::print_group(out, g);
+    return;
+  }
+  if (g.mode == ringlog::Grouping::raw) {
+    for (const ringlog::Transaction* t : g.txns)
+      for (std::size_t i = 0; i < t->records.size(); ++i) {
+        ringlog::Record r = t->record(i);
+        if (f.show(r)) ringlog::print_raw(out, r);
+      }
+    return;
+  }
+  std::size_t before = out.size();
+  for (const ringlog::Transaction* t : g.txns) {
+    if (!f.show_txn(*t)) continue;
+    level_marker(out, t->level, '*');
+    out += ringlog::txn_label(*t);
+    out += ' ';
+    std::string v = std::to_string(t->vxid);
+    out += v;
+    if (v.size() < 10) out.append(10 - v.size(), ' ');
+    out += '\n';
+    for (std::size_t i = 0; i < t->records.size(); ++i) {
+      ringlog::Record r = t->record(i);
+      if (!f.show(r)) continue;
+      if (verbose) {
+        level_marker(out, t->level, '-');
+        ringlog::print_raw(out, r);
+      } else {
+        ringlog::print_terse(out, t->level, r);
+      }
+    }
+  }
+  if (out.size() != before) out += '\n';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringlog - show the records of a ringlog instance, grouped into transactions (like varnishlog)",
+               "ringlog"};
+  rt::ReaderOptions ro;
+  bool verbose = false, json = false, append = false, text_file = false, version = false;
+  std::string write_file;
+  rt::add_reader_options(app, ro);
+  app.add_flag("-v", verbose, "Verbose record lines: vxid, tag and side on every record of a group");
+  app.add_flag("-j", json, "Print one JSON object per transaction group, one per line");
+  app.add_option("-w", write_file,
+                 "Write the selected transactions to FILE in ringlog's binary format (SIGHUP reopens it)")
+      ->type_name("FILE");
+  app.add_flag("-a", append, "With -w, append to FILE instead of overwriting it");
+  app.add_flag("-A", text_file, "With -w, write the text output (or -j lines) instead of the binary format");
+  app.add_flag("-V,--version", version, "Print the version and exit");
+  app.footer(
+      "Default: tail the default instance from now on, grouped by vxid.\n"
+      "Queries: see ringlog-query(7). Record filters -i/-x/-I/-X apply in command-line order.\n"
+      "Exit codes: 0 ok, 1 runtime error (missing ring, unreadable or damaged file, write error),\n"
+      "2 bad command line (bad flag or value, bad query: the error names its position).");
+
+  auto usage_error = [](const std::string& msg) {
+    std::cerr << kTool << ": " << msg << (msg.empty() || msg.back() == '\n' ? "" : "\n")
+              << "Run 'ringlog --help' for the options.\n";
+    return rt::kExitUsage;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return rt::kExitOk;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+  if (version) {
+    std::cout << "ringlog (ringlog) 0.1.0\n";
+    return rt::kExitOk;
+  }
+  try {
+    rt::prepare(app, ro);
+  } catch (const rt::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const rt::RuntimeError& e) {
+    std::cerr << kTool << ": " << e.what() << "\n";
+    return rt::kExitRuntime;
+  }
+  if ((append || text_file) && write_file.empty()) return usage_error("-a and -A need -w FILE");
+  if (!write_file.empty() && write_file == ro.read_file && write_file != "-")
+    return usage_error("-w and -r name the same file");
+
+  rt::install_signal_handlers();
+  std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
+
+  TextOut text;
+  std::optional<ringlog::LogFileWriter> bin;
+  try {
+    if (!write_file.empty()) {
+      if (text_file) text.open(write_file, append);
+      else bin.emplace(ringlog::LogFileWriter::open(write_file, append));
+    }
+  } catch (const std::exception& e) {
+    std::cerr << kTool << ": " << e.what() << "\n";
+    return rt::kExitRuntime;
+  }
+
+  rt::ReaderLoop loop(ro, kTool);
+  const rt::RecordFilter& filter = ro.filter;
+  ringlog::JsonFilter jf;
+  if (!filter.empty()) {
+    jf.txn_filter = [&filter](const ringlog::Transaction& t) { return filter.show_txn(t); };
+    jf.record_filter = [&filter](const ringlog::Transaction&, const ringlog::Record& r) { return filter.show(r); };
+  }
+  bool io_failed = false;
+  std::string io_error;
+
+  loop.on_group([&](const ringlog::Group& g) {
+    if (bin) {
+      bin->write_group(g);
+      return;
+    }
+    if (json) ringlog::append_json(text.buf(), g, jf);
+    else print_filtered(text.buf(), g, filter, verbose);
+    text.maybe_flush();
+  });
+  if (!json) {
+    loop.on_raw([&](std::span<const std::byte> msg) {
+      if (bin) {
+        bin->write(msg);
+        return;
+      }
+      std::string& out = text.buf();
+      ringlog::BatchDecoder d(msg);
+      ringlog::Record r;
+      const bool all = filter.empty();
+      while (d.next(r))
+        if (all || filter.show(r)) ringlog::print_raw(out, r);
+      if (!d.valid() || d.status() != ringlog::DecodeStatus::ok) {
+        // Damaged bytes: say so like the grouper does, never drop silently.
+        ringlog::Record s{ringlog::Tag::VSL, ringlog::VxidKind::none, false, true, d.header().vxid,
+                          std::string_view(ringlog::to_string(d.status()))};
+        if (all || filter.show(s)) ringlog::print_raw(out, s);
+      }
+      text.maybe_flush();
+    });
+  }
+  auto flush_all = [&] {
+    try {
+      if (bin) bin->flush();
+    } catch (const std::exception& e) {
+      if (!io_failed) io_error = e.what();
+      io_failed = true;
+      ringlog::tool::request_stop();
+    }
+    text.flush();
+    if (text.failed() && !io_failed) {
+      io_failed = true;
+      io_error = std::string("write error: ") + std::strerror(errno);
+      ringlog::tool::request_stop();
+    }
+  };
+  auto on_hup = [&] {
+    if (!rt::take_hup()) return;
+    try {
+      if (bin) bin->reopen();
+      else if (!text.path().empty()) text.reopen(true);
+    } catch (const std::exception& e) {
+      if (!io_failed) io_error = e.what();
+      io_failed = true;
+      ringlog::tool::request_stop();
+    }
+  };
+  loop.on_idle([&] {
+    flush_all();
+    on_hup();
+  });
+  loop.on_tick(on_hup);
+
+  int rc = loop.run();
+  flush_all();
+  if (io_failed) {
+    std::cerr << kTool << ": " << io_error << "\n";
+    return rt::kExitRuntime;
+  }
+  return rc;
+}
