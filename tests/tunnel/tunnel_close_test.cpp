@@ -1,0 +1,142 @@
+// How a tunnel ends: a side that resets (abrupt close) makes the tunnel end at once and
+// the other side see the connection go, in both directions; nothing moving for the idle
+// timeout closes it; the host can abort it. Each case runs spliced and copied.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "tunnel_harness.hpp"
+
+namespace ringproxy::tunnel::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TunnelClose : public ::testing::TestWithParam<Mode> {
+ protected:
+  TunnelOptions opts(std::chrono::milliseconds idle = 30s) const {
+    TunnelOptions o;
+    o.splice = GetParam() == Mode::splice;
+    o.idle_timeout = idle;
+    return o;
+  }
+};
+
+void reset_close(int fd) {
+  linger lg{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  ::close(fd);
+}
+
+// Reads (with a bound) until the peer's end: returns bytes read; *gone: EOF or reset seen.
+std::size_t drain(int fd, bool* gone, std::chrono::milliseconds limit = 10s) {
+  timeval tv{long(limit.count() / 1000), long(limit.count() % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int err = 0;
+  std::string got = read_all(fd, &err);
+  *gone = err != EAGAIN && err != EWOULDBLOCK;  // a timeout means the tunnel kept it open
+  return got.size();
+}
+
+TEST_P(TunnelClose, AbruptCloseOfEitherSide) {
+  EpollLoop loop({}, opts());
+  loop.start();
+  for (bool client_resets : {true, false}) {
+    SCOPED_TRACE(client_resets ? "client resets" : "backend resets");
+    Wiring w = Wiring::make();
+    auto id = loop.add(start_of(w));
+    int resetter = client_resets ? w.client_peer : w.backend_peer;
+    int other = client_resets ? w.backend_peer : w.client_peer;
+    // Some traffic both ways first, so the reset lands on a working tunnel.
+    std::string a = pattern(256 * 1024, 1);
+    ASSERT_TRUE(write_all(resetter, a.data(), a.size()));
+    std::string got(a.size(), '\0');
+    std::size_t n = 0;
+    while (n < a.size()) {
+      ssize_t r = ::recv(other, got.data() + n, a.size() - n, 0);
+      ASSERT_GT(r, 0);
+      n += std::size_t(r);
+    }
+    EXPECT_TRUE(got == a);
+    // The other side keeps sending while the resetter goes away without reading.
+    auto sender = std::async(std::launch::async, [&] {
+      std::string b = pattern(4u << 20, 2);
+      return write_all(other, b.data(), b.size());
+    });
+    std::this_thread::sleep_for(20ms);
+    reset_close(resetter);
+    Result r;
+    ASSERT_TRUE(loop.wait(id, &r, 10s));
+    EXPECT_EQ(r.reason, EndReason::error) << to_string(r.reason) << " " << r.detail;
+    EXPECT_NE(r.detail.find(client_resets ? "client" : "backend"), std::string::npos) << r.detail;
+    ::shutdown(other, SHUT_RD);  // unblocks nothing by itself; the tunnel's reset does
+    EXPECT_FALSE(sender.get()) << "the surviving side's writes should fail once the tunnel is gone";
+    ::close(other);
+  }
+}
+
+TEST_P(TunnelClose, PeerSeesTheOtherSideGo) {
+  EpollLoop loop({}, opts());
+  loop.start();
+  Wiring w = Wiring::make();
+  auto id = loop.add(start_of(w));
+  reset_close(w.backend_peer);
+  bool gone = false;
+  drain(w.client_peer, &gone);
+  EXPECT_TRUE(gone) << "client still connected after its backend reset";
+  Result r;
+  ASSERT_TRUE(loop.wait(id, &r, 10s));
+  EXPECT_EQ(r.reason, EndReason::error) << r.detail;
+  ::close(w.client_peer);
+}
+
+TEST_P(TunnelClose, IdleTimeoutClosesBothSides) {
+  EpollLoop loop({}, opts(150ms));
+  loop.start();
+  Wiring w = Wiring::make();
+  auto id = loop.add(start_of(w));
+  // Activity pushes the deadline back; then silence ends the tunnel.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(write_all(w.client_peer, "ping", 4));
+    char buf[4];
+    ASSERT_EQ(::recv(w.backend_peer, buf, 4, MSG_WAITALL), 4);
+    std::this_thread::sleep_for(50ms);
+  }
+  Result r;
+  ASSERT_TRUE(loop.wait(id, &r, 10s));
+  EXPECT_EQ(r.reason, EndReason::timeout);
+  EXPECT_EQ(r.to_backend, 12u);
+  bool gone1 = false, gone2 = false;
+  drain(w.client_peer, &gone1);
+  drain(w.backend_peer, &gone2);
+  EXPECT_TRUE(gone1);
+  EXPECT_TRUE(gone2);
+  ::close(w.client_peer);
+  ::close(w.backend_peer);
+}
+
+TEST_P(TunnelClose, HostAbortClosesBothSides) {
+  EpollLoop loop({}, opts());
+  loop.start();
+  Wiring w = Wiring::make();
+  auto id = loop.add(start_of(w));
+  EXPECT_EQ(loop.live(), 1u);
+  loop.abort_all();
+  Result r;
+  ASSERT_TRUE(loop.wait(id, &r, 10s));
+  EXPECT_EQ(r.reason, EndReason::abort);
+  bool gone = false;
+  drain(w.client_peer, &gone);
+  EXPECT_TRUE(gone);
+  drain(w.backend_peer, &gone);
+  EXPECT_TRUE(gone);
+  EXPECT_EQ(loop.live(), 0u);
+  ::close(w.client_peer);
+  ::close(w.backend_peer);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TunnelClose, ::testing::Values(Mode::splice, Mode::copy),
+                         [](const auto& i) { return std::string(to_string(i.param)); });
+
+}  // namespace
+}  // namespace ringproxy::tunnel::test
