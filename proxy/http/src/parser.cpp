@@ -194,8 +194,9 @@ Error parse_content_length(std::string_view v, FieldFacts& f) {
     std::uint64_t n = 0;
     std::size_t start = i;
     while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
+      // Checked before the multiply: a wrapped 2^64 + 5 must not read as 5.
+      if (n > kMaxContentLength / 10) return Error::BadContentLength;
       n = n * 10 + static_cast<std::uint64_t>(v[i] - '0');
-      if (n > kMaxContentLength) return Error::BadContentLength;
       ++i;
     }
     if (i == start) return Error::BadContentLength;
