@@ -1,0 +1,171 @@
+// ringproxy: the instrumented HTTP/1.1 reverse proxy. Logs every session, request and
+// backend fetch into a ringlog ring, counts into a stats file, traces on demand.
+// `ringproxy adm CMD` talks to a running one through its admin socket.
+//
+// Exit codes (documented in ringproxy(8)):
+//   0 clean shutdown (SIGTERM/SIGINT), or adm command done
+//   1 run-time failure (ring or stats file cannot be created), or adm command refused
+//   2 bad command line or configuration: unknown option or key, bad address, port in use
+//   3 adm: no ringproxy answers on the admin socket
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "admin.hpp"
+#include "config.hpp"
+#include "params.hpp"
+#include "server.hpp"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+std::uint64_t parse_size(const std::string& s) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &used);
+  } catch (...) {
+    throw ringproxy::ConfigError("bad size '" + s + "'");
+  }
+  std::string suf = s.substr(used);
+  if (suf == "k" || suf == "K") v <<= 10;
+  else if (suf == "m" || suf == "M") v <<= 20;
+  else if (suf == "g" || suf == "G") v <<= 30;
+  else if (!suf.empty()) throw ringproxy::ConfigError("bad size '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringproxy - instrumented HTTP/1.1 reverse proxy logging into a ringlog ring", "ringproxy"};
+  app.set_config("--config", "", "Read options from this file (TOML/INI: key = value; every option may be set there)");
+  app.allow_config_extras(false);
+  app.footer(
+      "Parameters (also: ringproxy adm param.set NAME VALUE) are listed by ringproxy adm param.show.\n"
+      "Exit codes: 0 ok, 1 run-time failure or adm command refused, 2 bad command line or configuration,\n"
+      "3 adm: no ringproxy answers on the admin socket.");
+
+  std::vector<std::string> listen{"127.0.0.1:8080"}, backends, trusted;
+  ringproxy::Config cfg;
+  std::string ring_size = "64M";
+  unsigned threads = 0;
+  app.add_option("-a,--listen", listen, "Address to listen on, host:port (repeatable; default 127.0.0.1:8080)");
+  app.add_option("-b,--backend", backends,
+                 "Origin server, [name=]host:port (repeatable, round-robin); none: the built-in demo origin");
+  app.add_option("-t,--threads", threads, "Worker threads (0: one per core)");
+  app.add_option("-n,--instance", cfg.instance, "ringlog instance: ring and stats in $RINGLOG_DIR/NAME");
+  app.add_option("--admin-socket", cfg.admin_socket, "Admin socket path (default <instance dir>/admin.sock)");
+  app.add_option("--ring-size", ring_size, "Size of the ring's message area (k, M, G suffixes)");
+  app.add_option("--trusted", trusted, "Address or CIDR allowed to ask for per-request tracing (repeatable)");
+  app.add_option("--trace-header", cfg.trace_header, "Request header that turns tracing on for one request");
+  app.add_option("--via", cfg.via, "Pseudonym in the Via header");
+  app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
+  app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
+  app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
+  std::vector<double> pvals(ringproxy::kParamCount, 0);
+  std::vector<CLI::Option*> popts(ringproxy::kParamCount, nullptr);
+  for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
+    const auto& d = ringproxy::kParamDefs[i];
+    char desc[400];
+    std::snprintf(desc, sizeof desc, "%s (%s, default %g)", d.description, ringproxy::unit_name(d.unit), d.def);
+    popts[i] = app.add_option(std::string("--") + d.name, pvals[i], desc);
+  }
+
+  std::vector<std::string> adm_words;
+  CLI::App* adm = app.add_subcommand("adm", "Send a command to a running ringproxy (ping, param.show, param.set, "
+                                            "backend.list, backend.health, stats, help)");
+  adm->prefix_command();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ringproxy: " << e.what() << "\n";
+    return kExitUsage;
+  }
+
+  if (adm->parsed()) {
+    std::string sock = cfg.admin_socket.empty() ? ringlog::instance_dir(cfg.instance) + "/admin.sock" : cfg.admin_socket;
+    adm_words = adm->remaining();
+    if (adm_words.empty()) {
+      std::cerr << "ringproxy adm: no command given (try: ringproxy adm help)\n";
+      return kExitUsage;
+    }
+    return ringproxy::admin_client(sock, adm_words);
+  }
+
+  std::unique_ptr<ringproxy::Server> srv;
+  try {
+    for (const auto& a : listen) cfg.listen.push_back(ringproxy::parse_hostport(a));
+    for (const auto& b : backends) cfg.backends.push_back(ringproxy::parse_backend(b));
+    for (std::size_t i = 0; i < cfg.backends.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (cfg.backends[i].name == cfg.backends[j].name)
+          throw ringproxy::ConfigError("two backends are named '" + cfg.backends[i].name + "'");
+    for (const auto& t : trusted) cfg.trusted.push_back(ringproxy::parse_cidr(t));
+    cfg.ring_size = parse_size(ring_size);
+    if (cfg.ring_size < 65536) throw ringproxy::ConfigError("--ring-size must be at least 64k");
+    if (threads > 256) throw ringproxy::ConfigError("--threads must be at most 256");
+    cfg.threads = threads;
+    if (cfg.instance.empty() || cfg.instance.find('/') != std::string::npos)
+      throw ringproxy::ConfigError("bad instance name '" + cfg.instance + "'");
+    if (cfg.health_path.empty() || cfg.health_path[0] != '/')
+      throw ringproxy::ConfigError("--health-path must start with /");
+    srv = std::make_unique<ringproxy::Server>(cfg);
+    for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
+      if (popts[i]->count() == 0) continue;
+      std::string err = srv->params().set(ringproxy::ParamId(i), pvals[i]);
+      if (!err.empty()) throw ringproxy::ConfigError(err);
+    }
+  } catch (const ringproxy::ConfigError& e) {
+    std::cerr << "ringproxy: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+
+  // Signals: the main thread waits for them; workers never see them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  try {
+    srv->start();
+  } catch (const ringproxy::ConfigError& e) {
+    std::cerr << "ringproxy: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "ringproxy: cannot start: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  std::fprintf(stderr, "ringproxy: listening on");
+  for (const auto& a : cfg.listen) std::fprintf(stderr, " %s", a.str().c_str());
+  std::fprintf(stderr, ", %s, instance %s\n",
+               cfg.backends.empty() ? "demo origin" : (std::to_string(cfg.backends.size()) + " backend(s)").c_str(),
+               cfg.instance.c_str());
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "ringproxy: %s: finishing in-flight requests (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               srv->params().get(ringproxy::shutdown_grace));
+  srv->stop();
+  srv.reset();
+  return kExitOk;
+}

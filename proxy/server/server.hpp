@@ -1,0 +1,99 @@
+// ringproxy's shared state: configuration, run-time parameters, the log and counters,
+// the backends and their health, and the workers. One Server per process; workers
+// read it lock-free (params are atomics, backends are fixed after start-up).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "config.hpp"
+#include "params.hpp"
+#include "ringlog/log.hpp"
+#include "ringlog/stats.hpp"
+#include "ringlog/stats_groups.hpp"
+
+namespace ringproxy {
+
+class Worker;
+
+struct Backend {
+  BackendSpec spec;
+  unsigned index = 0;
+  ringlog::stats::Group stats;                 // VBE.<name>.*
+  std::atomic<bool> healthy{true};             // skipped by round-robin while false
+  std::atomic<std::uint64_t> happy{0};         // probe history, newest in bit 0
+  std::atomic<std::uint64_t> probes{0}, probe_failures{0};
+  std::atomic<std::uint64_t> last_change_ns{0};
+  std::string last_probe;                      // written by the health thread only
+  // A worker saw a connect failure: skip this backend until a probe passes.
+  void mark_sick() noexcept { healthy.store(false, std::memory_order_relaxed); }
+};
+
+// Handed to the tunnel module when a request becomes a tunnel (see Worker's comment on
+// the tunnel hook). The hook takes ownership of the fds (already removed from the
+// worker's epoll set) and of the request transaction; it returns false to decline, in
+// which case the fds are still closed by the hook's caller.
+struct TunnelHandoff {
+  Worker* worker = nullptr;
+  int client_fd = -1;
+  int backend_fd = -1;              // -1 for CONNECT: the hook connects to `target`
+  std::string target;               // CONNECT authority ("host:port"); empty for Upgrade
+  std::string client_pending;       // bytes read from the client, not yet sent on
+  std::string backend_pending;      // bytes read from the backend after its 101 head
+  ringlog::Txn* req = nullptr;      // the request transaction (ReqAcct/PipeAcct go there)
+};
+using TunnelHook = std::function<bool(TunnelHandoff&)>;
+
+class Server {
+ public:
+  explicit Server(Config cfg);
+  ~Server();
+
+  // Binds every listener (exit-2 class errors throw ConfigError), starts the workers,
+  // the health checker and the admin socket.
+  void start();
+  // Stop accepting, let in-flight requests finish for up to shutdown_grace, join.
+  void stop();
+
+  const Config& config() const noexcept { return cfg_; }
+  Params& params() noexcept { return params_; }
+  ringlog::Log& log() noexcept { return *log_; }
+  const ringlog::stats::Group& main_stats() const noexcept { return main_; }
+  std::vector<std::unique_ptr<Backend>>& backends() noexcept { return backends_; }
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  bool trusted(const SockAddr& a) const noexcept;
+  // Set once before start() by the tunnel module; empty: CONNECT gets 501, Upgrade is dropped.
+  TunnelHook tunnel_hook;
+
+  // Admin commands (admin.cpp): returns the reply; ok=false for an error reply.
+  std::string admin_command(const std::vector<std::string>& argv, bool& ok);
+  std::string stats_file() const;
+
+ private:
+  void health_loop();
+  void probe(Backend& b);
+  void admin_loop();
+
+  Config cfg_;
+  Params params_;
+  std::unique_ptr<ringlog::Log> log_;
+  std::unique_ptr<ringlog::stats::Stats> stats_;
+  ringlog::stats::Group main_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
+  std::thread health_thread_, admin_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> done_{false};
+  int admin_fd_ = -1;
+  int wake_fd_ = -1;  // wakes the health and admin threads at stop
+  std::string admin_path_;
+};
+
+}  // namespace ringproxy

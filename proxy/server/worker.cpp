@@ -1,0 +1,1620 @@
+// The worker loop and the HTTP/1.1 session and request state machines.
+//
+// A client session (Client) reads request heads, and for each request runs:
+//   recv -> [tunnel hook] -> lookup -> fetch (backend or demo origin) -> deliver -> done
+// one request at a time, so pipelined requests are answered in order. Every step logs
+// a Trace record when tracing is on (globally, or for one request from a trusted
+// address). A request's backend side (Fetch) streams the request body to the backend
+// and the response body back; both directions apply back-pressure through the
+// buffers (no read while the other side's output is over a high-water mark).
+// Never blocks: every socket is non-blocking and edge-triggered.
+//
+// Where the caching issue plugs in: Client::lookup() is the step that decides hit /
+// miss / pass (today always pass); a hit or a lease-based delivery replaces the body
+// source of deliver() (fill_response()), which today pulls from a Fetch.
+#include "worker.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "ringproxy/http/http.hpp"
+
+#ifdef RINGPROXY_NO_TRACE
+#define RP_TRACE(txn, ...) \
+  do {                     \
+  } while (0)
+#else
+#define RP_TRACE(txn, ...) RINGLOG_TRACEF(txn, __VA_ARGS__)
+#endif
+
+namespace ringproxy {
+
+namespace http = ringproxy::http;
+namespace M = ringlog::stats::main;
+namespace V = ringlog::stats::vbe;
+using ringlog::Tag;
+
+std::uint64_t mono_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+std::uint64_t real_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+namespace {
+
+constexpr std::size_t kReadChunk = 32 * 1024;
+constexpr std::size_t kHighWater = 256 * 1024;  // stop producing into a buffer above this
+constexpr std::uint64_t kSweepNs = 20'000'000;  // timeout resolution
+
+// A byte buffer with a read and a write offset. Views into it stay valid until the
+// next make_room() (which may compact or grow it).
+struct Buf {
+  std::unique_ptr<char[]> p;
+  std::size_t cap = 0, rd = 0, wr = 0;
+  std::string_view view() const noexcept { return {p.get() + rd, wr - rd}; }
+  std::size_t size() const noexcept { return wr - rd; }
+  bool empty() const noexcept { return rd == wr; }
+  void consume(std::size_t n) noexcept {
+    rd += std::min(n, wr - rd);
+    if (rd == wr) rd = wr = 0;
+  }
+  void clear() noexcept { rd = wr = 0; }
+  void make_room(std::size_t n) {
+    if (cap - wr >= n) return;
+    if (rd > 0) {
+      std::memmove(p.get(), p.get() + rd, wr - rd);
+      wr -= rd;
+      rd = 0;
+      if (cap - wr >= n) return;
+    }
+    std::size_t nc = std::max<std::size_t>(cap ? cap * 2 : 16384, wr + n);
+    auto np = std::make_unique<char[]>(nc);
+    if (wr) std::memcpy(np.get(), p.get(), wr);
+    p = std::move(np);
+    cap = nc;
+  }
+  char* tail() noexcept { return p.get() + wr; }
+  std::size_t room() const noexcept { return cap - wr; }
+  void append(std::string_view s) {
+    make_room(s.size());
+    std::memcpy(p.get() + wr, s.data(), s.size());
+    wr += s.size();
+  }
+  void release_if_idle() noexcept {
+    if (empty() && cap > 64 * 1024) {
+      p.reset();
+      cap = rd = wr = 0;
+    }
+  }
+};
+
+// recv() into b; returns bytes read, 0 on EOF, -1 with errno (EAGAIN: nothing now).
+ssize_t read_into(int fd, Buf& b, std::size_t want = kReadChunk) {
+  b.make_room(want);
+  ssize_t n;
+  do n = ::recv(fd, b.tail(), b.room(), 0);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) b.wr += std::size_t(n);
+  return n;
+}
+
+// send() what b holds; returns false on a hard error (errno set). Sets `blocked`.
+bool write_from(int fd, Buf& b, bool& blocked, std::uint64_t* sent) {
+  blocked = false;
+  while (!b.empty()) {
+    ssize_t n = ::send(fd, b.p.get() + b.rd, b.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      b.consume(std::size_t(n));
+      if (sent) *sent += std::uint64_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      blocked = true;
+      return true;
+    }
+    return false;
+  }
+  return true;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// "Name: value" of a parsed field, logged from the bytes in place when the field was
+// received in the usual "Name: value" shape (no copy), else formatted.
+void log_header(ringlog::Txn& t, Tag tag, const http::Header& h) {
+  if (!t.enabled(tag)) return;
+  const char* end = h.value.data() + h.value.size();
+  if (!h.value.empty() && h.value.data() == h.name.data() + h.name.size() + 2 && h.name.data()[h.name.size()] == ':' &&
+      h.name.data()[h.name.size() + 1] == ' ')
+    t.record(tag, std::string_view(h.name.data(), std::size_t(end - h.name.data())));
+  else
+    t.recordf(tag, "%.*s: %.*s", int(h.name.size()), h.name.data(), int(h.value.size()), h.value.data());
+}
+
+// Writes "name: value\r\n" to out and logs it.
+void put_header(std::string& out, ringlog::Txn& t, Tag tag, std::string_view name, std::string_view value) {
+  std::size_t at = out.size();
+  http::write_header(out, name, value);
+  t.record(tag, std::string_view(out).substr(at, out.size() - at - 2));
+}
+
+// Logs each "Name: value" field line in [from, to) of a serialized head.
+void log_head_fields(ringlog::Txn& t, Tag tag, std::string_view head) {
+  if (!t.enabled(tag)) return;
+  std::size_t pos = head.find("\r\n");
+  while (pos != std::string_view::npos) {
+    pos += 2;
+    std::size_t e = head.find("\r\n", pos);
+    if (e == std::string_view::npos || e == pos) break;
+    t.record(tag, head.substr(pos, e - pos));
+    pos = e;
+  }
+}
+
+bool token_value(std::string_view v) {
+  return v == "1" || http::iequals(v, "on") || http::iequals(v, "true") || http::iequals(v, "yes");
+}
+
+// The built-in demo origin: the first number in the path is the body size (k/m
+// suffixes; default 1024, at most 1 GiB); "ttl=N" in the query sets max-age, a path
+// with "private" or "nocache" is uncacheable, anything else is cacheable for 60 s.
+struct DemoObject {
+  std::uint64_t size = 1024;
+  std::string cache_control = "public, max-age=60";
+  int status = 200;
+};
+DemoObject demo_object(std::string_view target) {
+  DemoObject o;
+  std::string_view path = target, query;
+  if (auto q = target.find('?'); q != std::string_view::npos) {
+    path = target.substr(0, q);
+    query = target.substr(q + 1);
+  }
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] < '0' || path[i] > '9') continue;
+    std::uint64_t v = 0;
+    std::size_t j = i;
+    while (j < path.size() && path[j] >= '0' && path[j] <= '9' && v < (1ull << 40)) v = v * 10 + std::uint64_t(path[j++] - '0');
+    if (j < path.size() && (path[j] == 'k' || path[j] == 'K')) v <<= 10;
+    else if (j < path.size() && (path[j] == 'm' || path[j] == 'M')) v <<= 20;
+    o.size = std::min<std::uint64_t>(v, 1ull << 30);
+    break;
+  }
+  if (path.find("private") != std::string_view::npos || path.find("nocache") != std::string_view::npos)
+    o.cache_control = "private, no-store";
+  if (auto t = query.find("ttl="); t != std::string_view::npos) {
+    std::uint64_t v = 0;
+    for (std::size_t j = t + 4; j < query.size() && query[j] >= '0' && query[j] <= '9'; ++j) v = v * 10 + std::uint64_t(query[j] - '0');
+    o.cache_control = "public, max-age=" + std::to_string(v);
+  }
+  return o;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------
+// Backend connections
+
+class BackendConn : public Handler {
+ public:
+  BackendConn(Worker& w, Backend& b, int sock) : w_(w), be(b), fd(sock) {}
+  ~BackendConn() override {
+    if (fd >= 0) ::close(fd);
+  }
+  void on_event(std::uint32_t ev) override;
+
+  Worker& w_;
+  Backend& be;
+  int fd;
+  Client* owner = nullptr;        // the session using it; nullptr while pooled
+  bool can_read = false, can_write = false, hup = false, connected = false;
+  std::uint64_t idle_deadline = 0;
+  unsigned uses = 0;
+  bool retired = false;
+};
+
+// ------------------------------------------------------------------------------------
+// A request's backend side.
+
+struct Fetch {
+  enum State : std::uint8_t { Connecting, Sending, WaitHead, Body, Done, Failed };
+  ringlog::Txn bereq;
+  Backend* be = nullptr;          // nullptr: the demo origin
+  BackendConn* conn = nullptr;
+  State st = Connecting;
+  bool reused = false;
+  bool retried = false;
+  Buf out;                        // to the backend: head, then request body
+  Buf in;                         // from the backend
+  std::string head;               // the backend request head (kept for a retry)
+  http::ResponseParser rp;
+  http::ResponseHead rh;
+  http::ChunkedDecoder dec;
+  std::uint64_t body_left = 0;    // Length bodies
+  std::uint64_t deadline = 0;
+  std::uint64_t hdr_tx = 0, body_tx = 0, hdr_rx = 0, body_rx = 0;
+  bool got_any = false;           // a response byte arrived on this connection
+  bool body_end = false;          // response body complete
+  bool req_body_sent = false;     // request body fully queued
+  bool head_ready = false;        // rh is valid
+  DemoObject demo;
+  std::uint64_t demo_left = 0;
+};
+
+// ------------------------------------------------------------------------------------
+// A client session.
+
+class Client : public Handler {
+ public:
+  Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, const std::string& listener);
+  ~Client() override;
+  void on_event(std::uint32_t ev) override;
+  void on_backend_event();
+  void check_timeouts(std::uint64_t now);
+  void shutdown_begin();  // the server is stopping
+  bool idle() const noexcept { return !req_active_ && in_.empty() && out_.empty(); }
+  void close_session(const char* reason);
+  bool closed() const noexcept { return fd_ < 0; }
+  BackendConn* backend_conn() const noexcept { return f_ ? f_->conn : nullptr; }
+
+ private:
+  void drive();
+  bool read_client();
+  bool step_head();
+  void start_request(const http::RequestHead& h, std::size_t head_len);
+  void begin_req_txn();
+  void bad_request(http::Error e, int status);
+  bool lookup();
+  void start_fetch(const http::RequestHead& h);
+  bool connect_backend();
+  void fetch_fail(int status, const char* why, std::uint32_t counter);
+  void fetch_backend();
+  void deliver_demo();
+  void pump_request_body();
+  void pump_backend();
+  bool parse_backend_head();
+  void fill_response();
+  void deliver_head();
+  void synth(int status, std::string_view why, bool close);
+  void finish_request();
+  void end_fetch(bool reusable, const char* why);
+  void flush_client();
+  void count_status(int status);
+  void become_tunnel();
+
+  Worker& w_;
+  Server& srv_;
+  int fd_;
+  SockAddr peer_;
+  std::string peer_ip_, peer_port_, listener_;
+  ringlog::Txn sess_;
+  std::uint64_t sess_start_real_ = 0, sess_start_mono_ = 0;
+  Buf in_, out_;
+  bool can_read_ = false, can_write_ = false, rd_eof_ = false, wr_err_ = false;
+  bool closing_ = false;          // close once out_ is flushed
+  const char* close_reason_ = "REQ_CLOSE";
+  std::uint64_t deadline_ = 0;    // client-side timer (header, idle or send)
+  enum class Timer : std::uint8_t { None, Idle, Header, Send } timer_ = Timer::None;
+  std::uint64_t hdr_start_real_ = 0;  // first byte of the current request head
+  http::RequestParser parser_;
+  http::RequestHead head_;
+  std::uint64_t reqs_ = 0;
+
+  // The request in progress.
+  bool req_active_ = false;
+  ringlog::Txn req_;
+  http::Method method_ = http::Method::Get;
+  std::uint8_t minor_ = 1;
+  bool keep_alive_ = true;
+  http::BodyKind req_body_ = http::BodyKind::None;
+  std::uint64_t req_body_left_ = 0;
+  http::ChunkedDecoder req_dec_;
+  bool req_body_done_ = true;
+  bool expect_continue_ = false;
+  bool tunnel_ = false;
+  std::uint64_t req_hdr_rx_ = 0, req_body_rx_ = 0, resp_hdr_tx_ = 0, resp_body_tx_ = 0;
+  int status_ = 0;
+  enum class Resp : std::uint8_t { None, Body, Queued } resp_ = Resp::None;
+  bool resp_chunked_ = false;     // encode the body in chunks for the client
+  bool resp_until_close_ = false; // HTTP/1.0 client and no length: close ends the body
+  std::uint64_t resp_left_ = 0;   // Length bodies: bytes still to forward
+  std::unique_ptr<Fetch> f_;
+  std::string scratch_;
+};
+
+// ------------------------------------------------------------------------------------
+
+Client::Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, const std::string& listener)
+    : w_(w), srv_(w.server()), fd_(fd), peer_(peer), listener_(listener) {
+  peer_ip_ = peer.ip();
+  peer_port_ = std::to_string(peer.port());
+  Params& p = srv_.params();
+  parser_.set_limits({p.count(max_header_bytes), p.count(max_headers), p.count(max_url), false});
+  sess_start_real_ = real_ns();
+  sess_start_mono_ = w.now();
+  sess_ = srv_.log().begin(ringlog::TxnType::sess, "HTTP/1");
+  sess_.timestamp("Start", sess_start_real_);
+  if (sess_.enabled(Tag::SessOpen))
+    sess_.recordf(Tag::SessOpen, "%s %s %s %s %u %.6f %d", peer_ip_.c_str(), peer_port_.c_str(), listener.c_str(),
+                  local.ip().c_str(), unsigned(local.port()), double(sess_start_real_) / 1e9, fd);
+  RP_TRACE(sess_, "sess open fd=%d worker=%u", fd, w.index());
+  timer_ = Timer::Idle;
+  deadline_ = w.now() + p.ns(timeout_idle);
+}
+
+Client::~Client() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Client::close_session(const char* reason) {
+  if (fd_ < 0) return;
+  if (f_) end_fetch(false, "close");
+  if (req_active_) {
+    // A request cut short (client gone, timeout, shutdown): still logged in full.
+    req_.timestamp("Resp");
+    req_.recordf(Tag::ReqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)req_hdr_rx_,
+                 (unsigned long long)req_body_rx_, (unsigned long long)(req_hdr_rx_ + req_body_rx_),
+                 (unsigned long long)resp_hdr_tx_, (unsigned long long)resp_body_tx_,
+                 (unsigned long long)(resp_hdr_tx_ + resp_body_tx_));
+    req_.end();
+    req_active_ = false;
+  }
+  w_.del_fd(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  RP_TRACE(sess_, "sess close reason=%s requests=%llu", reason, (unsigned long long)reqs_);
+  sess_.recordf(Tag::SessClose, "%s %.3f", reason, double(w_.now() - sess_start_mono_) / 1e9);
+  sess_.end();
+  w_.counters().add(M::sess_closed);
+  w_.counters().sub(M::sess_active);
+  w_.retire(this);
+}
+
+void Client::on_event(std::uint32_t ev) {
+  if (fd_ < 0) return;
+  if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) can_read_ = true;
+  if (ev & EPOLLOUT) can_write_ = true;
+  if (ev & (EPOLLHUP | EPOLLERR)) can_write_ = true;  // the send reports the error
+  drive();
+}
+
+void Client::on_backend_event() {
+  if (fd_ >= 0) drive();
+}
+
+// The state machine's pump: runs every step that can make progress now.
+void Client::drive() {
+  for (int guard = 0; guard < 64 && fd_ >= 0; ++guard) {
+    std::size_t in_before = in_.size(), out_before = out_.size();
+    bool progressed = false;
+    if (!req_active_ && !closing_) {
+      progressed = step_head();
+      if (fd_ < 0) return;
+    }
+    if (req_active_) {
+      if (!req_body_done_) pump_request_body();
+      if (f_) pump_backend();
+      if (fd_ < 0) return;
+      if (resp_ == Resp::Body) fill_response();
+    }
+    flush_client();
+    if (fd_ < 0) return;
+    if (req_active_ && resp_ == Resp::Queued && out_.empty() && req_body_done_ && !f_) {
+      finish_request();
+      progressed = true;
+    }
+    if (closing_ && out_.empty()) {
+      close_session(close_reason_);
+      return;
+    }
+    // Read more from the client only when someone will consume it.
+    bool want_in = !closing_ && (!req_active_ ? true : !req_body_done_) && in_.size() < kHighWater;
+    if (want_in && can_read_ && !rd_eof_) {
+      if (read_client()) progressed = true;
+      if (fd_ < 0) return;
+    }
+    if (!progressed && in_.size() == in_before && out_.size() == out_before) break;
+  }
+}
+
+bool Client::read_client() {
+  ssize_t n = read_into(fd_, in_);
+  if (n > 0) {
+    if (!req_active_ && hdr_start_real_ == 0) {
+      hdr_start_real_ = real_ns();
+      timer_ = Timer::Header;
+      deadline_ = w_.now() + srv_.params().ns(timeout_header);
+    }
+    return true;
+  }
+  if (n == 0) {
+    rd_eof_ = true;
+    if (!req_active_) {
+      close_session(in_.empty() ? "REM_CLOSE" : "RX_JUNK");
+    } else if (!req_body_done_) {
+      // The client went away in the middle of its request body.
+      close_session("RX_BODY");
+    }
+    return false;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    can_read_ = false;
+    return false;
+  }
+  close_session("RX_ERROR");
+  return false;
+}
+
+// recv: parse the next request head from what the client sent.
+bool Client::step_head() {
+  if (in_.empty()) return false;
+  http::ParseResult r = parser_.parse(in_.view(), head_);
+  if (r.need_more()) {
+    if (hdr_start_real_ == 0) {
+      hdr_start_real_ = real_ns();
+      timer_ = Timer::Header;
+      deadline_ = w_.now() + srv_.params().ns(timeout_header);
+    }
+    return false;
+  }
+  if (hdr_start_real_ == 0) hdr_start_real_ = real_ns();
+  if (r.failed()) {
+    bad_request(r.error, r.http_status);
+    return true;
+  }
+  if (reqs_ > 0 && timer_ != Timer::Header) w_.counters().add(M::sess_pipeline);
+  start_request(head_, r.consumed);
+  return true;
+}
+
+void Client::begin_req_txn() {
+  req_ = sess_.child(ringlog::TxnType::req, "rxreq");
+  req_active_ = true;
+  ++reqs_;
+  req_hdr_rx_ = req_body_rx_ = resp_hdr_tx_ = resp_body_tx_ = 0;
+  status_ = 0;
+  resp_ = Resp::None;
+  req_.timestamp("Start", hdr_start_real_);
+  req_.timestamp("Req");
+  if (req_.enabled(Tag::ReqStart)) req_.recordf(Tag::ReqStart, "%s %s %s", peer_ip_.c_str(), peer_port_.c_str(), listener_.c_str());
+  timer_ = Timer::None;
+}
+
+void Client::bad_request(http::Error e, int status) {
+  begin_req_txn();
+  RP_TRACE(req_, "recv failed: %.*s", int(http::error_reason(e).size()), http::error_reason(e).data());
+  std::string_view why = http::error_reason(e);
+  req_.recordf(Tag::Error, "%.*s", int(why.size()), why.data());
+  if (status == 414) w_.counters().add(M::client_req_414);
+  else if (status == 431) w_.counters().add(M::client_req_431);
+  else w_.counters().add(M::client_req_400);
+  req_hdr_rx_ = in_.size();
+  in_.clear();
+  keep_alive_ = false;
+  minor_ = 1;
+  method_ = http::Method::Get;
+  req_body_done_ = true;
+  close_reason_ = status == 431 || status == 414 ? "RX_OVERFLOW" : "RX_BAD";
+  synth(status, why, true);
+}
+
+// A head is complete: log it, decide what to do with it, start the fetch.
+void Client::start_request(const http::RequestHead& h, std::size_t head_len) {
+  begin_req_txn();
+  Params& p = srv_.params();
+  w_.counters().add(M::client_req);
+  w_.counters().add(M::s_req_hdrbytes, head_len);
+  req_hdr_rx_ = head_len;
+  method_ = h.method;
+  minor_ = h.version_minor;
+  keep_alive_ = h.keep_alive && !srv_.stopping();
+  req_body_ = h.body;
+  req_body_left_ = h.content_length;
+  req_body_done_ = h.body == http::BodyKind::None;
+  req_dec_.reset();
+  expect_continue_ = h.expect_continue && !req_body_done_;
+  tunnel_ = false;
+
+  // Per-request tracing: the trace header, from a trusted address only.
+  if (!srv_.config().trace_header.empty()) {
+    if (const http::Header* t = h.headers.find(srv_.config().trace_header); t && srv_.trusted(peer_))
+      req_.set_trace(token_value(t->value));
+  }
+  if (req_.tracing()) w_.counters().add(M::trace_records);
+  RP_TRACE(req_, "recv method=%.*s url_len=%zu headers=%zu body=%d keep_alive=%d", int(h.method_name.size()),
+           h.method_name.data(), h.target.size(), h.headers.size(), int(h.body), int(keep_alive_));
+
+  req_.record(Tag::ReqMethod, h.method_name);
+  req_.record(Tag::ReqURL, h.target);
+  req_.record(Tag::ReqProtocol, h.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+  if (req_.enabled(Tag::ReqHeader))
+    for (const http::Header& hd : h.headers) log_header(req_, Tag::ReqHeader, hd);
+
+  if (h.expect_unknown) {
+    req_.record(Tag::Error, "unsupported expectation");
+    RP_TRACE(req_, "recv -> synth 417");
+    close_reason_ = "RX_BAD";
+    in_.consume(head_len);
+    synth(417, "Expectation Failed", !req_body_done_);
+    return;
+  }
+
+  // Tunnel hook: this is where a request becomes a tunnel. CONNECT (and, once the
+  // backend answered 101, an Upgrade: see deliver_head()) hands both fds and the bytes
+  // already read to srv_.tunnel_hook via become_tunnel(); the session then ends here.
+  if (h.method == http::Method::Connect) {
+    in_.consume(head_len);
+    if (srv_.tunnel_hook) {
+      RP_TRACE(req_, "recv -> tunnel CONNECT %.*s", int(h.target.size()), h.target.data());
+      scratch_.assign(h.target);
+      become_tunnel();
+      return;
+    }
+    req_.record(Tag::Error, "CONNECT is not enabled");
+    synth(501, "Not Implemented", true);
+    return;
+  }
+
+  if (!lookup()) return;
+  start_fetch(h);
+  // The head's views into in_ are dead from here on: the backend request is built.
+  in_.consume(head_len);
+  (void)p;
+}
+
+// lookup: the cache's step (issue 8). Today every request is a pass; the caching layer
+// returns a hit here (and delivers from storage) or registers a busy object on a miss.
+bool Client::lookup() {
+  RP_TRACE(req_, "lookup -> pass");
+  return true;
+}
+
+// fetch: builds the backend request (or asks the demo origin) and connects.
+void Client::start_fetch(const http::RequestHead& h) {
+  f_ = std::make_unique<Fetch>();
+  Fetch& f = *f_;
+  f.bereq = req_.child(ringlog::TxnType::bereq, "fetch");
+  f.bereq.timestamp("Start");
+  req_.timestamp("Fetch");
+  f.rp.reset();
+
+  std::string& hd = f.head;
+  hd.clear();
+  http::write_request_line(hd, h.method_name, h.target, 1);
+  f.bereq.record(Tag::BereqMethod, h.method_name);
+  f.bereq.record(Tag::BereqURL, h.target);
+  f.bereq.record(Tag::BereqProtocol, "HTTP/1.1");
+  const std::string& trace_hdr = srv_.config().trace_header;
+  for (const http::Header& x : h.headers) {
+    if (http::is_hop_by_hop(x.name, h.connection) || http::iequals(x.name, "Content-Length") ||
+        http::iequals(x.name, "Expect") || http::iequals(x.name, "Via") || http::iequals(x.name, "X-Forwarded-For") ||
+        (!trace_hdr.empty() && http::iequals(x.name, trace_hdr)))
+      continue;
+    http::write_header(hd, x.name, x.value);
+  }
+  http::write_via(hd, h.headers, h.version_minor, srv_.config().via);
+  http::write_x_forwarded_for(hd, h.headers, peer_ip_);
+  if (h.body == http::BodyKind::Length) http::write_header(hd, "Content-Length", h.content_length);
+  else if (h.body == http::BodyKind::Chunked) http::write_header(hd, "Transfer-Encoding", "chunked");
+  log_head_fields(f.bereq, Tag::BereqHeader, hd);
+  http::end_head(hd);
+
+  if (!srv_.backends().empty()) {
+    f.out.append(hd);
+    fetch_backend();
+    return;
+  }
+  // The built-in demo origin: the response is made here, no socket.
+  f.demo = demo_object(h.target);
+  f.demo_left = h.method == http::Method::Head ? 0 : f.demo.size;
+  f.hdr_tx = hd.size();
+  f.bereq.record(Tag::BackendOpen, "-1 demo - - - -");
+  f.bereq.timestamp("Bereq");
+  RP_TRACE(req_, "fetch -> demo origin size=%llu", (unsigned long long)f.demo.size);
+  if (!req_body_done_) {
+    // Like a real origin, the demo reads the whole request body before answering.
+    if (expect_continue_) {
+      out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+      expect_continue_ = false;
+    }
+    return;
+  }
+  deliver_demo();
+}
+
+void Client::deliver_demo() {
+  Fetch& f = *f_;
+  f.st = Fetch::Body;
+  f.bereq.timestamp("Beresp");
+  f.bereq.record(Tag::BerespProtocol, "HTTP/1.1");
+  f.bereq.recordf(Tag::BerespStatus, "%d", f.demo.status);
+  f.bereq.record(Tag::BerespReason, "OK");
+  f.bereq.recordf(Tag::BerespHeader, "Content-Length: %llu", (unsigned long long)f.demo.size);
+  f.bereq.recordf(Tag::BerespHeader, "Cache-Control: %s", f.demo.cache_control.c_str());
+  f.head_ready = true;
+  f.req_body_sent = true;
+  deliver_head();
+}
+
+void Client::fetch_backend() {
+  Fetch& f = *f_;
+  Backend* be = w_.pick_backend();
+  if (!be) {
+    w_.counters().add(M::fetch_no_backend);
+    RP_TRACE(req_, "fetch -> no healthy backend");
+    fetch_fail(503, "no healthy backend", M::fetch_failed);
+    return;
+  }
+  f.be = be;
+  connect_backend();
+}
+
+bool Client::connect_backend() {
+  Fetch& f = *f_;
+  bool reused = false;
+  BackendConn* c = w_.get_backend_conn(*f.be, reused);
+  if (!c) {
+    char why[128];
+    std::snprintf(why, sizeof why, "backend %s: connect: %s", f.be->spec.name.c_str(), std::strerror(errno));
+    f.be->stats.add(V::fail);
+    w_.counters().add(M::backend_fail);
+    if (f.be->healthy.exchange(false)) f.be->stats.add(V::sick);
+    fetch_fail(503, why, M::fetch_failed);
+    return false;
+  }
+  c->owner = this;
+  f.conn = c;
+  f.reused = reused;
+  f.got_any = false;
+  w_.counters().add(M::backend_req);
+  f.be->stats.add(V::req);
+  if (reused) {
+    w_.counters().add(M::backend_reuse);
+    f.be->stats.add(V::reuse);
+    f.st = Fetch::Sending;
+    f.deadline = w_.now() + srv_.params().ns(first_byte_timeout);
+  } else {
+    f.st = Fetch::Connecting;
+    f.deadline = w_.now() + srv_.params().ns(connect_timeout);
+  }
+  RP_TRACE(req_, "fetch -> backend %s fd=%d %s", f.be->spec.name.c_str(), c->fd, reused ? "reused" : "connecting");
+  return true;
+}
+
+// A fetch failed before the response head was delivered: FetchError, then a synthetic
+// error response; the request body (if any is left) cannot be read past: close after.
+void Client::fetch_fail(int status, const char* why, std::uint32_t counter) {
+  Fetch& f = *f_;
+  f.bereq.record(Tag::FetchError, why);
+  f.bereq.timestamp("Error");
+  w_.counters().add(counter);
+  if (counter != M::fetch_failed) w_.counters().add(M::fetch_failed);
+  RP_TRACE(req_, "fetch failed status=%d: %s", status, why);
+  end_fetch(false, "error");
+  synth(status, why, !req_body_done_);
+}
+
+// Request body: client input -> backend output (or discarded for the demo origin).
+void Client::pump_request_body() {
+  if (in_.empty()) return;
+  Fetch* f = f_.get();
+  bool demo = f && !f->be;
+  if (f && !demo && f->out.size() >= kHighWater) return;
+  Buf* dst = (f && !demo && f->st != Fetch::Done && f->st != Fetch::Failed) ? &f->out : nullptr;
+  if (req_body_ == http::BodyKind::Length) {
+    std::size_t n = std::size_t(std::min<std::uint64_t>(req_body_left_, in_.size()));
+    if (dst) dst->append(in_.view().substr(0, n));
+    in_.consume(n);
+    req_body_left_ -= n;
+    req_body_rx_ += n;
+    if (req_body_left_ == 0) req_body_done_ = true;
+  } else if (req_body_ == http::BodyKind::Chunked) {
+    while (!in_.empty() && !req_body_done_) {
+      auto s = req_dec_.step(in_.view());
+      if (s.kind == http::ChunkedDecoder::Step::Data) {
+        if (dst) {
+          char h[http::kChunkHeaderMax];
+          std::size_t hl = http::chunk_header(h, s.data.size());
+          dst->append({h, hl});
+          dst->append(s.data);
+          dst->append(http::kChunkDataEnd);
+        }
+        req_body_rx_ += s.data.size();
+      } else if (s.kind == http::ChunkedDecoder::Step::Done) {
+        if (dst) dst->append(http::kLastChunk);
+        req_body_done_ = true;
+      } else if (s.kind == http::ChunkedDecoder::Step::Failed) {
+        in_.consume(s.consumed);
+        std::string_view why = http::error_reason(s.error);
+        req_.recordf(Tag::Error, "request body: %.*s", int(why.size()), why.data());
+        w_.counters().add(M::client_req_400);
+        RP_TRACE(req_, "recv body failed");
+        if (f_) end_fetch(false, "error");
+        req_body_done_ = true;
+        close_reason_ = "RX_BAD";
+        if (resp_ == Resp::None) {
+          synth(400, why, true);
+        } else {
+          close_session("RX_BAD");
+        }
+        return;
+      }
+      in_.consume(s.consumed);
+    }
+  }
+  if (req_body_done_) {
+    req_.timestamp("ReqBody");
+    w_.counters().add(M::s_req_bodybytes, req_body_rx_);
+    RP_TRACE(req_, "recv body done bytes=%llu", (unsigned long long)req_body_rx_);
+    if (f) f->req_body_sent = true;
+    if (demo && !f->head_ready) deliver_demo();
+  }
+}
+
+// The backend connection's part: connect completion, sending, reading the response.
+void Client::pump_backend() {
+  Fetch& f = *f_;
+  if (!f.be) return;  // demo origin: fill_response() makes the body
+  BackendConn* c = f.conn;
+  if (!c) return;
+  Params& p = srv_.params();
+  if (f.st == Fetch::Connecting) {
+    if (!c->can_write && !c->hup) return;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      char why[160];
+      std::snprintf(why, sizeof why, "backend %s: connect: %s", f.be->spec.name.c_str(), std::strerror(err));
+      f.be->stats.add(V::fail);
+      w_.counters().add(M::backend_fail);
+      if (f.be->healthy.exchange(false)) f.be->stats.add(V::sick);
+      fetch_fail(503, why, M::fetch_failed);
+      return;
+    }
+    c->connected = true;
+    w_.counters().add(M::backend_conn);
+    SockAddr local = sockaddr_of_fd(c->fd, false);
+    if (f.bereq.enabled(Tag::BackendOpen))
+      f.bereq.recordf(Tag::BackendOpen, "%d %s %s %u %s %u", c->fd, f.be->spec.name.c_str(), f.be->spec.addr.ip().c_str(),
+                      unsigned(f.be->spec.addr.port()), local.ip().c_str(), unsigned(local.port()));
+    f.st = Fetch::Sending;
+    f.deadline = w_.now() + p.ns(first_byte_timeout);
+    RP_TRACE(req_, "fetch connected fd=%d", c->fd);
+  } else if (f.st == Fetch::Sending && f.reused && !f.got_any && f.hdr_tx == 0) {
+    if (f.bereq.enabled(Tag::BackendOpen))
+      f.bereq.recordf(Tag::BackendOpen, "%d %s %s %u reused", c->fd, f.be->spec.name.c_str(), f.be->spec.addr.ip().c_str(),
+                      unsigned(f.be->spec.addr.port()));
+  }
+  if (expect_continue_ && f.st != Fetch::Connecting && resp_ == Resp::None) {
+    out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+    RP_TRACE(req_, "recv -> 100 Continue");
+    expect_continue_ = false;
+  }
+  // Send what is queued for the backend.
+  if (!f.out.empty() && c->can_write) {
+    std::uint64_t sent = 0;
+    bool blocked = false;
+    std::size_t before_hdr = f.hdr_tx < f.head.size() ? f.head.size() - f.hdr_tx : 0;
+    bool ok = write_from(c->fd, f.out, blocked, &sent);
+    std::uint64_t h = std::min<std::uint64_t>(sent, before_hdr);
+    f.hdr_tx += h;
+    f.body_tx += sent - h;
+    if (blocked) c->can_write = false;
+    if (!ok) {
+      if (f.reused && !f.got_any && !f.retried && req_body_rx_ == 0 && req_body_done_) {
+        // The pooled connection was closed by the backend: retry once on a new one.
+        w_.counters().add(M::backend_retry);
+        RP_TRACE(req_, "fetch retry: reused connection failed on send");
+        w_.release_backend_conn(c, false, "close");
+        f.conn = nullptr;
+        f.retried = true;
+        f.out.clear();
+        f.out.append(f.head);
+        f.hdr_tx = 0;
+        connect_backend();
+        return;
+      }
+      char why[160];
+      std::snprintf(why, sizeof why, "backend %s: write error: %s", f.be->spec.name.c_str(), std::strerror(errno));
+      fetch_fail(503, why, M::fetch_failed);
+      return;
+    }
+    if (f.out.empty() && f.hdr_tx >= f.head.size() && f.st == Fetch::Sending) {
+      f.bereq.timestamp("Bereq");
+      f.st = Fetch::WaitHead;
+      f.deadline = w_.now() + p.ns(first_byte_timeout);
+      RP_TRACE(req_, "fetch request sent");
+    }
+  }
+  if (f.st == Fetch::Sending && f.out.empty() && f.hdr_tx >= f.head.size()) {
+    f.st = Fetch::WaitHead;
+    f.bereq.timestamp("Bereq");
+  }
+  // Read the response (head, then body as the client takes it).
+  while (f_ && (f.st == Fetch::WaitHead || f.st == Fetch::Sending || (f.st == Fetch::Body && !f.body_end)) &&
+         c->can_read) {
+    if (f.st == Fetch::Body && out_.size() >= kHighWater) break;  // back-pressure
+    if (f.st == Fetch::Body && f.in.size() >= kHighWater) break;
+    ssize_t n = read_into(c->fd, f.in);
+    if (n > 0) {
+      f.got_any = true;
+      if (f.st == Fetch::Body) f.deadline = w_.now() + p.ns(between_bytes_timeout);
+      if (f.st != Fetch::Body) {
+        if (!parse_backend_head()) return;
+      }
+      if (f.st == Fetch::Body) {
+        fill_response();
+        if (!f_) return;
+      }
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      c->can_read = false;
+      break;
+    }
+    // EOF or error from the backend.
+    int e = n < 0 ? errno : 0;
+    if (f.st == Fetch::Body && f.rh.body == http::BodyKind::UntilClose) {
+      f.body_end = true;
+      fill_response();
+      return;
+    }
+    if (!f.got_any && f.reused && !f.retried && req_body_rx_ == 0 && req_body_done_) {
+      w_.counters().add(M::backend_retry);
+      RP_TRACE(req_, "fetch retry: reused connection closed before a response");
+      w_.release_backend_conn(c, false, "close");
+      f.conn = nullptr;
+      f.retried = true;
+      f.out.clear();
+      f.out.append(f.head);
+      f.hdr_tx = 0;
+      f.in.clear();
+      f.rp.reset();
+      f.st = Fetch::Connecting;
+      connect_backend();
+      return;
+    }
+    char why[160];
+    std::snprintf(why, sizeof why, "backend %s: %s %s", f.be->spec.name.c_str(),
+                  f.st == Fetch::Body ? "body cut short:" : "closed before a response:",
+                  e ? std::strerror(e) : "EOF");
+    if (f.st == Fetch::Body) {
+      // The head went out already: nothing to do but cut the client connection.
+      f.bereq.record(Tag::FetchError, why);
+      w_.counters().add(M::fetch_failed);
+      end_fetch(false, "error");
+      close_session("TX_ERROR");
+      return;
+    }
+    fetch_fail(502, why, M::fetch_failed);
+    return;
+  }
+}
+
+// The response head arrived (maybe in parts): parse, log, and start delivery.
+bool Client::parse_backend_head() {
+  Fetch& f = *f_;
+  for (;;) {
+    http::ParseResult r = f.rp.parse(f.in.view(), f.rh, method_);
+    if (r.need_more()) return true;
+    if (r.failed()) {
+      std::string_view why = http::error_reason(r.error);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "backend %s: bad response: %.*s", f.be->spec.name.c_str(), int(why.size()), why.data());
+      fetch_fail(502, buf, M::fetch_failed);
+      return false;
+    }
+    f.hdr_rx += r.consumed;
+    if (f.rh.interim && f.rh.status == 100) {
+      // 100 Continue from the backend: ours went to the client already.
+      f.in.consume(r.consumed);
+      continue;
+    }
+    if (f.rh.interim) {
+      f.in.consume(r.consumed);
+      continue;
+    }
+    f.bereq.timestamp("Beresp");
+    f.bereq.record(Tag::BerespProtocol, f.rh.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+    f.bereq.recordf(Tag::BerespStatus, "%u", unsigned(f.rh.status));
+    f.bereq.record(Tag::BerespReason, f.rh.reason);
+    if (f.bereq.enabled(Tag::BerespHeader))
+      for (const http::Header& h : f.rh.headers) log_header(f.bereq, Tag::BerespHeader, h);
+    f.st = Fetch::Body;
+    f.head_ready = true;
+    f.body_left = f.rh.content_length;
+    f.dec.reset();
+    f.deadline = w_.now() + srv_.params().ns(between_bytes_timeout);
+    RP_TRACE(req_, "fetch response status=%u body=%d", unsigned(f.rh.status), int(f.rh.body));
+    // Consuming only moves the read offset: rh's views stay valid for deliver_head().
+    f.in.consume(r.consumed);
+    if (f.rh.body == http::BodyKind::None) f.body_end = true;
+    deliver_head();
+    return f_ != nullptr;
+  }
+}
+
+// deliver: the client response head, from the backend's (or the demo origin's).
+void Client::deliver_head() {
+  Fetch& f = *f_;
+  req_.timestamp("Process");
+  RP_TRACE(req_, "deliver");
+  std::string& o = scratch_;
+  o.clear();
+  int status = f.be ? f.rh.status : f.demo.status;
+  std::string_view reason = f.be ? f.rh.reason : std::string_view("OK");
+  if (f.be && f.rh.status == 101) {
+    // Upgrade accepted by the backend: the tunnel hook takes it from here.
+    if (srv_.tunnel_hook) {
+      status_ = 101;
+      become_tunnel();
+      return;
+    }
+  }
+  status_ = status;
+  http::write_status_line(o, status, reason, 1);
+  req_.record(Tag::RespProtocol, "HTTP/1.1");
+  req_.recordf(Tag::RespStatus, "%d", status);
+  req_.record(Tag::RespReason, reason.empty() ? http::reason_phrase(status) : reason);
+  bool no_body = method_ == http::Method::Head || status == 204 || status == 304 || (status >= 100 && status < 200);
+  std::uint64_t length = 0;
+  bool have_length = false;
+  if (f.be) {
+    bool kept_cl = false;
+    for (const http::Header& h : f.rh.headers) {
+      if (http::is_hop_by_hop(h.name, f.rh.connection) || http::iequals(h.name, "Via")) continue;
+      if (http::iequals(h.name, "Content-Length")) {
+        // HEAD and 304 keep the origin's length; other bodies get our framing below.
+        if (f.rh.body != http::BodyKind::None || f.rh.cl_and_te || kept_cl) continue;
+        kept_cl = true;
+      }
+      std::size_t at = o.size();
+      http::write_header(o, h.name, h.value);
+      req_.record(Tag::RespHeader, std::string_view(o).substr(at, o.size() - at - 2));
+    }
+    if (f.rh.body == http::BodyKind::Length) have_length = true, length = f.rh.content_length;
+    else if (f.rh.body == http::BodyKind::None && !kept_cl && !no_body) have_length = true, length = 0;
+    std::size_t at = o.size();
+    http::write_via(o, f.rh.headers, f.rh.version_minor, srv_.config().via);
+    req_.record(Tag::RespHeader, std::string_view(o).substr(at, o.size() - at - 2));
+  } else {
+    put_header(o, req_, Tag::RespHeader, "Cache-Control", f.demo.cache_control);
+    put_header(o, req_, Tag::RespHeader, "Content-Type", "application/octet-stream");
+    char via[64];
+    std::snprintf(via, sizeof via, "1.1 %s", srv_.config().via.c_str());
+    put_header(o, req_, Tag::RespHeader, "Via", via);
+    have_length = true;
+    length = f.demo.size;
+  }
+  resp_chunked_ = resp_until_close_ = false;
+  if (have_length) {
+    std::size_t at = o.size();
+    http::write_header(o, "Content-Length", length);
+    req_.record(Tag::RespHeader, std::string_view(o).substr(at, o.size() - at - 2));
+    resp_left_ = no_body ? 0 : length;
+  } else if (!no_body) {
+    if (minor_ >= 1) {
+      resp_chunked_ = true;
+      put_header(o, req_, Tag::RespHeader, "Transfer-Encoding", "chunked");
+    } else {
+      resp_until_close_ = true;
+      keep_alive_ = false;
+    }
+  }
+  if (!req_body_done_) keep_alive_ = false;  // unread request body left: close after
+  if (srv_.stopping()) keep_alive_ = false;
+  if (!keep_alive_) put_header(o, req_, Tag::RespHeader, "Connection", "close");
+  else if (minor_ == 0) put_header(o, req_, Tag::RespHeader, "Connection", "keep-alive");
+  http::end_head(o);
+  out_.append(o);
+  resp_hdr_tx_ = o.size();
+  w_.counters().add(M::s_resp_hdrbytes, o.size());
+  count_status(status);
+  resp_ = Resp::Body;
+  if (no_body) {
+    // A bodiless response: the backend's body (none) is complete with the head.
+    resp_left_ = 0;
+  }
+}
+
+// Pulls response body bytes from the source (backend input or the demo origin) into
+// the client output, up to the high-water mark.
+void Client::fill_response() {
+  if (resp_ != Resp::Body || !f_) return;
+  Fetch& f = *f_;
+  bool no_body = method_ == http::Method::Head || status_ == 204 || status_ == 304;
+  if (!f.be) {
+    while (f.demo_left > 0 && out_.size() < kHighWater) {
+      static const std::string pattern = [] {
+        std::string s;
+        for (int i = 0; i < 64 * 1024; ++i) s += char('a' + (i % 26));
+        return s;
+      }();
+      std::size_t n = std::size_t(std::min<std::uint64_t>(f.demo_left, 64 * 1024));
+      out_.append(std::string_view(pattern).substr(0, n));
+      f.demo_left -= n;
+      resp_body_tx_ += n;
+      f.body_rx += n;
+    }
+    if (f.demo_left == 0) f.body_end = true;
+  } else {
+    auto emit = [&](std::string_view d) {
+      if (d.empty() || no_body) return;
+      if (resp_chunked_) {
+        char h[http::kChunkHeaderMax];
+        std::size_t hl = http::chunk_header(h, d.size());
+        out_.append({h, hl});
+        out_.append(d);
+        out_.append(http::kChunkDataEnd);
+      } else {
+        out_.append(d);
+      }
+      resp_body_tx_ += d.size();
+    };
+    switch (f.rh.body) {
+      case http::BodyKind::None:
+      case http::BodyKind::Tunnel:
+        f.body_end = true;
+        break;
+      case http::BodyKind::Length: {
+        std::size_t n = std::size_t(std::min<std::uint64_t>(f.body_left, f.in.size()));
+        emit(f.in.view().substr(0, n));
+        f.in.consume(n);
+        f.body_left -= n;
+        f.body_rx += n;
+        if (f.body_left == 0) f.body_end = true;
+        break;
+      }
+      case http::BodyKind::Chunked:
+        while (!f.in.empty() && !f.body_end) {
+          auto s = f.dec.step(f.in.view());
+          if (s.kind == http::ChunkedDecoder::Step::Data) {
+            emit(s.data);
+            f.body_rx += s.data.size();
+          } else if (s.kind == http::ChunkedDecoder::Step::Done) {
+            f.body_end = true;
+          } else if (s.kind == http::ChunkedDecoder::Step::Failed) {
+            std::string_view why = http::error_reason(s.error);
+            f.bereq.recordf(Tag::FetchError, "backend %s: bad chunked body: %.*s", f.be->spec.name.c_str(), int(why.size()),
+                            why.data());
+            w_.counters().add(M::fetch_failed);
+            end_fetch(false, "error");
+            close_session("TX_ERROR");
+            return;
+          }
+          f.in.consume(s.consumed);
+        }
+        break;
+      case http::BodyKind::UntilClose:
+        emit(f.in.view());
+        f.body_rx += f.in.size();
+        f.in.clear();
+        break;
+    }
+  }
+  if (f.body_end) {
+    if (resp_chunked_ && !no_body) out_.append(http::kLastChunk);
+    w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
+    resp_ = Resp::Queued;
+    bool reusable = f.be && f.rh.keep_alive && f.rh.body != http::BodyKind::UntilClose && f.in.empty() &&
+                    f.out.empty() && f.req_body_sent;
+    end_fetch(reusable, "recycle");
+  }
+}
+
+void Client::end_fetch(bool reusable, const char* why) {
+  if (!f_) return;
+  Fetch& f = *f_;
+  if (f.conn) {
+    f.conn->owner = nullptr;
+    if (f.bereq.enabled(Tag::BackendClose))
+      f.bereq.recordf(Tag::BackendClose, "%d %s %s", f.conn->fd, f.be->spec.name.c_str(), reusable ? "recycle" : "close");
+    w_.release_backend_conn(f.conn, reusable, why);
+    f.conn = nullptr;
+  }
+  if (f.head_ready) f.bereq.timestamp("BerespBody");
+  if (f.bereq.enabled(Tag::BereqAcct))
+    f.bereq.recordf(Tag::BereqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)f.hdr_tx,
+                    (unsigned long long)f.body_tx, (unsigned long long)(f.hdr_tx + f.body_tx),
+                    (unsigned long long)f.hdr_rx, (unsigned long long)f.body_rx,
+                    (unsigned long long)(f.hdr_rx + f.body_rx));
+  if (f.be) {
+    f.be->stats.add(V::bereq_hdrbytes, f.hdr_tx);
+    f.be->stats.add(V::bereq_bodybytes, f.body_tx);
+    f.be->stats.add(V::beresp_hdrbytes, f.hdr_rx);
+    f.be->stats.add(V::beresp_bodybytes, f.body_rx);
+  }
+  f.bereq.end();
+  w_.counters().add(M::log_txn);
+  f_.reset();
+}
+
+// A response made here (errors, 417...). close: the connection closes after it.
+void Client::synth(int status, std::string_view why, bool close) {
+  req_.timestamp("Process");
+  RP_TRACE(req_, "synth status=%d close=%d", status, int(close));
+  std::string& o = scratch_;
+  o.clear();
+  std::string_view reason = http::reason_phrase(status);
+  http::write_status_line(o, status, reason, 1);
+  req_.record(Tag::RespProtocol, "HTTP/1.1");
+  req_.recordf(Tag::RespStatus, "%d", status);
+  req_.record(Tag::RespReason, reason);
+  char body[512];
+  int bl = std::snprintf(body, sizeof body,
+                         "<!DOCTYPE html>\n<html><head><title>%d %.*s</title></head>\n<body><h1>%d %.*s</h1>\n"
+                         "<p>%.*s</p>\n<p>ringproxy</p></body></html>\n",
+                         status, int(reason.size()), reason.data(), status, int(reason.size()), reason.data(),
+                         int(std::min<std::size_t>(why.size(), 200)), why.data());
+  bl = std::min(bl, int(sizeof body) - 1);
+  put_header(o, req_, Tag::RespHeader, "Content-Type", "text/html; charset=utf-8");
+  std::size_t at = o.size();
+  http::write_header(o, "Content-Length", std::uint64_t(method_ == http::Method::Head ? 0 : bl));
+  req_.record(Tag::RespHeader, std::string_view(o).substr(at, o.size() - at - 2));
+  if (close || srv_.stopping()) keep_alive_ = false;
+  if (!req_body_done_) keep_alive_ = false;
+  if (!keep_alive_) put_header(o, req_, Tag::RespHeader, "Connection", "close");
+  http::end_head(o);
+  out_.append(o);
+  resp_hdr_tx_ = o.size();
+  if (method_ != http::Method::Head) {
+    out_.append({body, std::size_t(bl)});
+    resp_body_tx_ = std::size_t(bl);
+  }
+  w_.counters().add(M::s_resp_hdrbytes, resp_hdr_tx_);
+  w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
+  status_ = status;
+  count_status(status);
+  resp_ = Resp::Queued;
+  if (!req_body_done_) {
+    // The rest of the request body will not be read: the connection closes.
+    req_body_done_ = true;
+    in_.clear();
+  }
+}
+
+void Client::count_status(int status) {
+  if (status < 200) w_.counters().add(M::client_resp_1xx);
+  else if (status < 300) w_.counters().add(M::client_resp_2xx);
+  else if (status < 400) w_.counters().add(M::client_resp_3xx);
+  else if (status < 500) w_.counters().add(M::client_resp_4xx);
+  else w_.counters().add(M::client_resp_5xx);
+}
+
+// done: everything was sent. Log the accounting, then the next request (pipelined
+// bytes may already be in in_) or close.
+void Client::finish_request() {
+  req_.timestamp("Resp");
+  if (req_.enabled(Tag::ReqAcct))
+    req_.recordf(Tag::ReqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)req_hdr_rx_,
+                 (unsigned long long)req_body_rx_, (unsigned long long)(req_hdr_rx_ + req_body_rx_),
+                 (unsigned long long)resp_hdr_tx_, (unsigned long long)resp_body_tx_,
+                 (unsigned long long)(resp_hdr_tx_ + resp_body_tx_));
+  RP_TRACE(req_, "done status=%d keep_alive=%d", status_, int(keep_alive_));
+  req_.end();
+  w_.counters().add(M::log_txn);
+  req_active_ = false;
+  resp_ = Resp::None;
+  hdr_start_real_ = 0;
+  parser_.set_limits({srv_.params().count(max_header_bytes), srv_.params().count(max_headers),
+                      srv_.params().count(max_url), false});
+  if (!keep_alive_ || rd_eof_) {
+    close_session(keep_alive_ ? "REM_CLOSE" : (minor_ == 0 ? "REQ_HTTP10" : close_reason_));
+    return;
+  }
+  out_.release_if_idle();
+  in_.release_if_idle();
+  timer_ = Timer::Idle;
+  deadline_ = w_.now() + srv_.params().ns(timeout_idle);
+  if (!in_.empty()) {
+    // Bytes of the next request are here already.
+    hdr_start_real_ = real_ns();
+  }
+}
+
+void Client::flush_client() {
+  if (out_.empty() || !can_write_) {
+    if (!out_.empty() && timer_ != Timer::Send) {
+      timer_ = Timer::Send;
+      deadline_ = w_.now() + srv_.params().ns(timeout_send);
+    }
+    return;
+  }
+  bool blocked = false;
+  std::size_t before = out_.size();
+  if (!write_from(fd_, out_, blocked, nullptr)) {
+    if (req_active_) req_.recordf(Tag::Error, "client write: %s", std::strerror(errno));
+    close_session("TX_ERROR");
+    return;
+  }
+  if (blocked) {
+    can_write_ = false;
+    if (timer_ != Timer::Send || out_.size() < before) {
+      timer_ = Timer::Send;
+      deadline_ = w_.now() + srv_.params().ns(timeout_send);
+    }
+  } else if (timer_ == Timer::Send) {
+    timer_ = Timer::None;
+  }
+}
+
+void Client::become_tunnel() {
+  TunnelHandoff t;
+  t.worker = &w_;
+  t.client_fd = fd_;
+  t.target = scratch_;
+  t.client_pending.assign(in_.view());
+  in_.clear();
+  t.req = &req_;
+  w_.del_fd(fd_);
+  if (f_ && f_->conn) {
+    t.backend_fd = f_->conn->fd;
+    t.backend_pending.assign(f_->in.view());
+    w_.del_fd(f_->conn->fd);
+    f_->conn->fd = -1;  // owned by the tunnel now
+    f_->conn->owner = nullptr;
+    w_.release_backend_conn(f_->conn, false, "tunnel");
+    f_->conn = nullptr;
+  }
+  if (f_) end_fetch(false, "tunnel");
+  w_.counters().add(M::pipe_sess);
+  RP_TRACE(req_, "tunnel handoff client_fd=%d backend_fd=%d", t.client_fd, t.backend_fd);
+  bool taken = srv_.tunnel_hook(t);
+  if (!taken) {
+    if (t.backend_fd >= 0) ::close(t.backend_fd);
+    ::close(t.client_fd);
+  }
+  // The session ends here; the tunnel logs its own accounting into req_.
+  fd_ = -1;
+  req_.end();
+  req_active_ = false;
+  sess_.recordf(Tag::SessClose, "TX_PIPE %.3f", double(w_.now() - sess_start_mono_) / 1e9);
+  sess_.end();
+  w_.counters().add(M::sess_closed);
+  w_.counters().sub(M::sess_active);
+  w_.retire(this);
+}
+
+void Client::check_timeouts(std::uint64_t now) {
+  if (fd_ < 0) return;
+  if (f_ && f_->deadline && now >= f_->deadline && f_->be && f_->st != Fetch::Done) {
+    Fetch& f = *f_;
+    f.be->stats.add(V::timeouts);
+    if (f.st == Fetch::Connecting) {
+      char why[160];
+      std::snprintf(why, sizeof why, "backend %s: connect timeout", f.be->spec.name.c_str());
+      w_.counters().add(M::backend_fail);
+      f.be->stats.add(V::fail);
+      if (f.be->healthy.exchange(false)) f.be->stats.add(V::sick);
+      fetch_fail(503, why, M::fetch_timeout_connect);
+    } else if (f.st == Fetch::Sending || f.st == Fetch::WaitHead) {
+      char why[160];
+      std::snprintf(why, sizeof why, "backend %s: first byte timeout", f.be->spec.name.c_str());
+      fetch_fail(504, why, M::fetch_timeout_first_byte);
+    } else if (f.st == Fetch::Body && !f.body_end) {
+      f.bereq.recordf(Tag::FetchError, "backend %s: between bytes timeout", f.be->spec.name.c_str());
+      w_.counters().add(M::fetch_timeout_between_bytes);
+      w_.counters().add(M::fetch_failed);
+      RP_TRACE(req_, "fetch between bytes timeout");
+      end_fetch(false, "error");
+      close_session("TX_ERROR");
+      return;
+    }
+    if (fd_ >= 0) drive();
+    return;
+  }
+  if (timer_ == Timer::None || now < deadline_) return;
+  switch (timer_) {
+    case Timer::Idle:
+      if (!req_active_ && in_.empty() && out_.empty()) {
+        w_.counters().add(M::sess_timeout_idle);
+        close_session("RX_CLOSE_IDLE");
+      }
+      break;
+    case Timer::Header:
+      if (!req_active_) {
+        w_.counters().add(M::sess_timeout_hdr);
+        close_session("RX_TIMEOUT");
+      }
+      break;
+    case Timer::Send:
+      if (!out_.empty()) {
+        w_.counters().add(M::sess_timeout_send);
+        if (req_active_) req_.record(Tag::Error, "send timeout");
+        close_session("TX_ERROR");
+      } else {
+        timer_ = Timer::None;
+      }
+      break;
+    case Timer::None:
+      break;
+  }
+}
+
+void Client::shutdown_begin() {
+  if (fd_ < 0) return;
+  if (!req_active_ && out_.empty()) {
+    // Idle (or partial head): nothing in flight to finish.
+    close_session(in_.empty() ? "RX_CLOSE_IDLE" : "RX_TIMEOUT");
+    return;
+  }
+  keep_alive_ = false;
+}
+
+// ------------------------------------------------------------------------------------
+
+void BackendConn::on_event(std::uint32_t ev) {
+  if (retired) return;
+  if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) can_read = true;
+  if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) can_write = true;
+  if (ev & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) hup = true;
+  if (owner) {
+    owner->on_backend_event();
+  } else if (hup || (ev & EPOLLIN)) {
+    // A pooled connection the backend closed (or sent junk on): drop it.
+    w_.release_backend_conn(this, false, "close");
+  }
+}
+
+// ------------------------------------------------------------------------------------
+
+Worker::Worker(Server& srv, unsigned index) : srv_(srv), index_(index) {
+  ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep_ < 0 || wake_fd_ < 0) throw ConfigError(std::string("epoll/eventfd: ") + std::strerror(errno));
+  waker_.w = this;
+  add_fd(wake_fd_, &waker_, EPOLLIN);
+  pool_.resize(srv.backends().size());
+}
+
+Worker::~Worker() {
+  for (auto& l : listeners_)
+    if (l->fd >= 0) ::close(l->fd);
+  for (auto& v : pool_)
+    for (BackendConn* c : v) delete c;
+  free_retired();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (ep_ >= 0) ::close(ep_);
+}
+
+void Worker::bind_listeners() {
+  const auto& addrs = srv_.config().listen;
+  for (std::size_t i = 0; i < addrs.size(); ++i) {
+    auto l = std::make_unique<Listener>();
+    l->w = this;
+    l->addr = addrs[i];
+    l->name = "a" + std::to_string(i);
+    int fd = ::socket(addrs[i].family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw ConfigError("socket: " + std::string(std::strerror(errno)));
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (::bind(fd, addrs[i].sa(), addrs[i].len) != 0) {
+      int e = errno;
+      ::close(fd);
+      throw ConfigError("cannot listen on " + addrs[i].str() + ": " + std::strerror(e));
+    }
+    if (::listen(fd, 1024) != 0) {
+      int e = errno;
+      ::close(fd);
+      throw ConfigError("cannot listen on " + addrs[i].str() + ": " + std::strerror(e));
+    }
+    l->fd = fd;
+    add_fd(fd, l.get(), EPOLLIN);
+    listeners_.push_back(std::move(l));
+  }
+}
+
+void Worker::add_fd(int fd, Handler* h, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events | EPOLLET;
+  ev.data.ptr = h;
+  ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Worker::del_fd(int fd) { ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); }
+
+void Worker::wake() {
+  std::uint64_t one = 1;
+  ssize_t r = ::write(wake_fd_, &one, sizeof one);
+  (void)r;
+}
+
+void Worker::Waker::on_event(std::uint32_t) {
+  std::uint64_t v;
+  while (::read(w->wake_fd_, &v, sizeof v) > 0) {
+  }
+  if (w->srv_.stopping() && !w->shutting_down_) w->begin_shutdown();
+}
+
+void Worker::accept_all(Listener& l) {
+  for (;;) {
+    SockAddr peer;
+    peer.len = sizeof peer.ss;
+    int fd = ::accept4(l.fd, reinterpret_cast<sockaddr*>(&peer.ss), &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) main_->add(M::sess_dropped);
+      return;
+    }
+    if (shutting_down_) {
+      ::close(fd);
+      continue;
+    }
+    set_nodelay(fd);
+    SockAddr local = sockaddr_of_fd(fd, false);
+    main_->add(M::sess_conn);
+    main_->add(M::sess_active);
+    auto* c = new Client(*this, fd, peer, local, l.name);
+    clients_.push_back(c);
+    add_fd(fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+  }
+}
+
+Backend* Worker::pick_backend() noexcept {
+  auto& bs = srv_.backends();
+  std::size_t n = bs.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Backend* b = bs[(rr_++) % n].get();
+    if (b->healthy.load(std::memory_order_relaxed)) return b;
+  }
+  return nullptr;
+}
+
+BackendConn* Worker::get_backend_conn(Backend& b, bool& reused) {
+  auto& idle = pool_[b.index];
+  while (!idle.empty()) {
+    BackendConn* c = idle.back();
+    idle.pop_back();
+    if (c->hup) {
+      delete c;
+      b.stats.sub(V::conn);
+      continue;
+    }
+    reused = true;
+    ++c->uses;
+    return c;
+  }
+  reused = false;
+  int fd = ::socket(b.spec.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  set_nodelay(fd);
+  int r = ::connect(fd, b.spec.addr.sa(), b.spec.addr.len);
+  if (r != 0 && errno != EINPROGRESS) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return nullptr;
+  }
+  auto* c = new BackendConn(*this, b, fd);
+  c->uses = 1;
+  b.stats.add(V::conn);
+  add_fd(fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+  return c;
+}
+
+void Worker::release_backend_conn(BackendConn* c, bool reusable, const char*) {
+  c->owner = nullptr;
+  if (reusable && !c->hup && !shutting_down_ && c->fd >= 0) {
+    c->idle_deadline = now_ns_ + srv_.params().ns(backend_idle_timeout);
+    pool_[c->be.index].push_back(c);
+    return;
+  }
+  auto& idle = pool_[c->be.index];
+  idle.erase(std::remove(idle.begin(), idle.end(), c), idle.end());
+  if (c->fd >= 0) {
+    del_fd(c->fd);
+    ::close(c->fd);
+    c->fd = -1;
+  }
+  c->be.stats.sub(V::conn);
+  retire(c);
+}
+
+void Worker::retire(Client* c) { dead_clients_.push_back(c); }
+void Worker::retire(BackendConn* c) {
+  if (c->retired) return;
+  c->retired = true;
+  dead_conns_.push_back(c);
+}
+
+void Worker::free_retired() {
+  if (!dead_clients_.empty()) {
+    for (Client* c : dead_clients_) {
+      clients_.erase(std::remove(clients_.begin(), clients_.end(), c), clients_.end());
+      delete c;
+    }
+    dead_clients_.clear();
+  }
+  for (BackendConn* c : dead_conns_) delete c;
+  dead_conns_.clear();
+}
+
+void Worker::sweep() {
+  for (std::size_t i = 0; i < clients_.size(); ++i) clients_[i]->check_timeouts(now_ns_);
+  for (auto& idle : pool_) {
+    for (std::size_t i = 0; i < idle.size();) {
+      BackendConn* c = idle[i];
+      if (now_ns_ >= c->idle_deadline) {
+        release_backend_conn(c, false, "timeout");  // erases it from idle
+      } else {
+        ++i;
+      }
+    }
+  }
+}
+
+void Worker::begin_shutdown() {
+  shutting_down_ = true;
+  shutdown_deadline_ = now_ns_ + srv_.params().ns(shutdown_grace);
+  for (auto& l : listeners_) {
+    if (l->fd >= 0) {
+      del_fd(l->fd);
+      ::close(l->fd);
+      l->fd = -1;
+    }
+  }
+  std::vector<Client*> cs = clients_;
+  for (Client* c : cs) c->shutdown_begin();
+}
+
+void Worker::run() {
+  ringlog::set_thread_index(index_);
+  main_ = std::make_unique<ringlog::stats::LocalCounters>(srv_.main_stats().local());
+  main_->add(M::threads);
+  epoll_event evs[256];
+  now_ns_ = mono_ns();
+  if (srv_.stopping()) begin_shutdown();
+  for (;;) {
+    int n = ::epoll_wait(ep_, evs, 256, 20);
+    now_ns_ = mono_ns();
+    for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
+    free_retired();
+    if (now_ns_ >= next_sweep_) {
+      sweep();
+      free_retired();
+      next_sweep_ = now_ns_ + kSweepNs;
+    }
+    if (shutting_down_) {
+      bool any = false;
+      for (Client* c : clients_)
+        if (!c->closed()) any = true;
+      if (!any) break;
+      if (now_ns_ >= shutdown_deadline_) {
+        std::vector<Client*> cs = clients_;
+        for (Client* c : cs) c->close_session("SHUTDOWN");
+        free_retired();
+        break;
+      }
+    }
+  }
+  for (auto& idle : pool_) {
+    while (!idle.empty()) release_backend_conn(idle.back(), false, "shutdown");
+  }
+  free_retired();
+  main_->sub(M::threads);
+}
+
+}  // namespace ringproxy

@@ -1,0 +1,92 @@
+// A worker thread: one epoll loop with its own SO_REUSEPORT listener(s), serving its
+// client sessions and their backend connections, non-blocking, no thread per
+// connection. Everything a worker owns (sessions, backend pools, counters' slab) is
+// touched by its thread only; other threads talk to it through wake().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ringlog/stats.hpp"
+#include "server.hpp"
+
+namespace ringproxy {
+
+// Anything registered in a worker's epoll set. Modules added later (tunnels, cache
+// notifications) register their own Handlers with Worker::add_fd.
+struct Handler {
+  virtual ~Handler() = default;
+  virtual void on_event(std::uint32_t events) = 0;
+};
+
+class Client;
+class BackendConn;
+
+class Worker {
+ public:
+  Worker(Server& srv, unsigned index);
+  ~Worker();
+  // Opens this worker's listeners (one per listen address, SO_REUSEPORT). Throws ConfigError.
+  void bind_listeners();
+  void run();   // the thread body; returns after stop() once every session has ended
+  void wake();  // any thread: makes the loop look at the stop flag (eventfd)
+
+  // epoll registration for this worker's thread (edge-triggered).
+  void add_fd(int fd, Handler* h, std::uint32_t events);
+  void del_fd(int fd);
+  std::uint64_t now() const noexcept { return now_ns_; }  // CLOCK_MONOTONIC at loop start
+  unsigned index() const noexcept { return index_; }
+  Server& server() noexcept { return srv_; }
+  const ringlog::stats::LocalCounters& counters() const noexcept { return *main_; }
+
+  // Backend connections: an idle pooled one for backend b, or a new one (nullptr and
+  // errno set if socket()/connect() failed at once).
+  BackendConn* get_backend_conn(Backend& b, bool& reused);
+  void release_backend_conn(BackendConn* c, bool reusable, const char* reason);
+  Backend* pick_backend() noexcept;
+
+  // Deferred deletion: objects closed while handling events are freed after the batch.
+  void retire(Client* c);
+  void retire(BackendConn* c);
+
+ private:
+  friend class Client;
+  struct Listener : Handler {
+    Worker* w = nullptr;
+    int fd = -1;
+    std::string name;  // "a0", "a1" (SessOpen / ReqStart)
+    SockAddr addr;
+    void on_event(std::uint32_t) override { w->accept_all(*this); }
+  };
+  struct Waker : Handler {
+    Worker* w = nullptr;
+    void on_event(std::uint32_t) override;
+  };
+  void accept_all(Listener& l);
+  void sweep();
+  void begin_shutdown();
+  void free_retired();
+
+  Server& srv_;
+  unsigned index_;
+  int ep_ = -1;
+  Waker waker_;
+  int wake_fd_ = -1;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<Client*> clients_;  // live sessions (swept for timeouts)
+  std::vector<std::vector<BackendConn*>> pool_;  // idle backend connections per backend
+  std::vector<Client*> dead_clients_;
+  std::vector<BackendConn*> dead_conns_;
+  std::unique_ptr<ringlog::stats::LocalCounters> main_;
+  std::uint64_t now_ns_ = 0;
+  std::uint64_t next_sweep_ = 0;
+  std::uint64_t shutdown_deadline_ = 0;
+  bool shutting_down_ = false;
+  unsigned rr_ = 0;
+};
+
+std::uint64_t mono_ns() noexcept;
+std::uint64_t real_ns() noexcept;
+
+}  // namespace ringproxy
