@@ -18,7 +18,7 @@ namespace ringlog {
 namespace {
 
 constexpr std::size_t kMaxQueryLen = 64 * 1024;
-constexpr unsigned kMaxDepth = 200;
+constexpr unsigned kMaxDepth = 256;  // nested parentheses and 'not's
 constexpr std::size_t kMaxRegexLen = 4096;
 
 char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
@@ -313,7 +313,7 @@ class Parser {
   explicit Parser(std::string_view q) : toks_(lex(q)) {}
 
   std::shared_ptr<const Node> parse() {
-    if (peek().type == T::end) throw QueryParseError(0, "empty query");
+    if (peek().type == T::end) throw QueryParseError(peek().pos, "empty query");
     auto n = parse_or(0);
     if (peek().type != T::end) {
       const Token& t = peek();
@@ -334,10 +334,10 @@ class Parser {
 
   std::shared_ptr<const Node> parse_or(unsigned depth) {
     check_depth(depth);
-    auto left = parse_and(depth + 1);
+    auto left = parse_and(depth);
     while (is_word("or")) {
       take();
-      auto right = parse_and(depth + 1);
+      auto right = parse_and(depth);
       auto n = std::make_shared<Node>();
       n->kind = Node::Kind::or_;
       n->a = std::move(left);
@@ -349,10 +349,10 @@ class Parser {
 
   std::shared_ptr<const Node> parse_and(unsigned depth) {
     check_depth(depth);
-    auto left = parse_not(depth + 1);
+    auto left = parse_not(depth);
     while (is_word("and")) {
       take();
-      auto right = parse_not(depth + 1);
+      auto right = parse_not(depth);
       auto n = std::make_shared<Node>();
       n->kind = Node::Kind::and_;
       n->a = std::move(left);
