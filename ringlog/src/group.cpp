@@ -112,6 +112,9 @@ void Grouper::feed(std::span<const std::byte> msg, Clock::time_point now) {
     return;
   }
   Node& n = get_or_add(h.vxid, h.kind, now);
+  // Most transactions are one batch of a few dozen records: one allocation, not the
+  // vector's doubling (its moves showed in the -g request profile).
+  if (n.t.records.empty()) n.t.records.reserve(32);
   while (d.next(r)) {
     if (r.tag == Tag::Begin && !n.t.begun) {
       if (parse_ref(r.payload, n.t.type, n.t.parent, n.t.reason)) {
