@@ -169,7 +169,7 @@ void append_int(std::string& out, std::int64_t v, int width = 0) {
 }  // namespace
 
 NcsaFormatError::NcsaFormatError(std::size_t pos, const std::string& message)
-    : std::runtime_error("format: " + message + " (at byte " + std::to_string(pos) + ")"), pos_(pos) {}
+    : std::runtime_error(message + " (at byte " + std::to_string(pos) + ")"), pos_(pos) {}
 
 void ncsa_escape(std::string& out, std::string_view s, bool json) {
   static constexpr char kHex[] = "0123456789abcdef";

@@ -1,0 +1,146 @@
+// ringlog-top: the most frequent (tag, payload) pairs of a ringlog instance, with
+// decaying counts, like varnishtop: a live curses list, or -1 to count once (from the
+// oldest message to the end) and print. -f counts first fields only, -p sets the
+// averaging period; the record filters and queries are the other tools'.
+// It only reads the ring.
+//
+// Exit codes (documented in ringlog-top(1)):
+//   0 success, 1 runtime failure (no ring, unreadable file, no usable terminal),
+//   2 bad command line (flag, value or query).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "reader_tool.hpp"
+#include "ringlog/record.hpp"
+#include "ringlog/ring.hpp"
+#include "ringlog/top.hpp"
+#include "screen.hpp"
+
+namespace {
+
+namespace tool = ringlog::tool;
+constexpr const char* kName = "ringlog-top";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringlog-top - the most frequent records of a ringlog instance (like varnishtop)", kName};
+  tool::ReaderOptions ro;
+  tool::add_reader_options(app, ro, tool::kAllOptions);
+  bool once = false, first_field = false, version = false;
+  unsigned period = 60;
+  app.add_flag("-1", once, "Count from the oldest message to the end, print the list once and exit (implies -d)");
+  app.add_flag("-f", first_field, "Count only the first field of each record (up to the first ':' or space)");
+  app.add_option("-p", period, "Average over PERIOD seconds: a count settles near rate * PERIOD (default 60)")
+      ->type_name("PERIOD");
+  app.add_flag("-V,--version", version, "Print the version and exit");
+  app.footer(
+      "Screen keys: q quits, ^L redraws. Without -1 standard output must be a terminal.\n"
+      "Exit codes: 0 ok, 1 runtime failure (no ring, unreadable file, no usable terminal),\n"
+      "2 bad command line (flag, value or query).");
+
+  auto usage_error = [](const std::string& msg) {
+    std::cerr << kName << ": " << msg << "\nRun 'ringlog-top --help' for the options.\n";
+    return tool::kExitUsage;
+  };
+  try {
+    app.parse(argc, argv);
+    tool::prepare(app, ro);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return tool::kExitOk;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  } catch (const tool::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const tool::RuntimeError& e) {
+    std::cerr << kName << ": " << e.what() << "\n";
+    return tool::kExitRuntime;
+  }
+  if (version) {
+    std::cout << "ringlog-top (ringlog) 0.1.0\n";
+    return tool::kExitOk;
+  }
+  if (period < 1 || period > 86400) return usage_error("-p: expected a period of 1 to 86400 seconds");
+  if (once) ro.from_oldest = true;  // varnishtop -1 implies -d
+  if (!once && !::isatty(STDOUT_FILENO)) {
+    std::cerr << kName << ": the live list needs a terminal on standard output; use -1 to print the counts once\n";
+    return tool::kExitRuntime;
+  }
+
+  ringlog::TopCounter counter(first_field);
+  int rc = tool::kExitOk;
+  try {
+    tool::ReaderLoop loop(ro, kName);
+    const tool::RecordFilter& filter = loop.filter();
+    loop.on_group([&](const ringlog::Group& g) {
+      for (const ringlog::Transaction* t : g.txns) {
+        if (!filter.show_txn(*t)) continue;
+        for (std::size_t i = 0; i < t->records.size(); ++i) {
+          ringlog::Record r = t->record(i);
+          if (filter.show(r)) counter.add(r.tag, r.payload);
+        }
+      }
+    });
+    loop.on_raw([&](std::span<const std::byte> msg) {
+      ringlog::BatchDecoder d(msg);
+      ringlog::Record r;
+      while (d.next(r))
+        if (filter.show(r)) counter.add(r.tag, r.payload);
+    });
+    tool::install_signal_handlers();
+    if (once) {
+      rc = loop.run();
+      if (rc == tool::kExitOk) {
+        std::string out = counter.dump();
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        if (std::fflush(stdout) != 0) {
+          std::perror("ringlog-top: write");
+          rc = tool::kExitRuntime;
+        }
+      }
+      return rc;
+    }
+
+    std::string name = !ro.read_file.empty() ? ro.read_file
+                                             : ringlog::resolve_ring_path(ro.instance);
+    ringlog::top_tool::Screen screen(counter, name, period);
+    if (!screen.start()) {
+      std::cerr << kName << ": cannot use the terminal (TERM=" << (std::getenv("TERM") ? std::getenv("TERM") : "")
+                << ")\n";
+      return tool::kExitRuntime;
+    }
+    bool user_quit = false;
+    auto tick = [&] {
+      if (!screen.tick(false)) {
+        user_quit = true;
+        loop.stop();
+        tool::request_stop();
+      }
+    };
+    loop.on_tick(tick);
+    loop.on_idle(tick);
+    rc = loop.run();
+    // At the end of the input (-d, -r, -k) the list stays up, frozen, until q.
+    if (rc == tool::kExitOk && !user_quit && !tool::stop_requested()) {
+      while (screen.tick(true) && !tool::stop_requested()) screen.wait_key(200);
+    }
+    screen.stop();
+  } catch (const tool::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const tool::RuntimeError& e) {
+    std::cerr << kName << ": " << e.what() << "\n";
+    return tool::kExitRuntime;
+  }
+  return rc;
+}
