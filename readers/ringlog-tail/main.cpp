@@ -107,8 +107,9 @@ void print_filtered(std::string& out, const ringlog::Group& g, const rt::RecordF
   for (const ringlog::Transaction* t : g.txns) {
     if (!f.show_txn(*t)) continue;
     level_marker(out, t->level, '*');
+    if (verbose) out.append(11, ' ');  // varnishlog -v lines the label up with the tags
     out += ringlog::txn_label(*t);
-    out += ' ';
+    out += verbose ? "   " : " ";
     std::string v = std::to_string(t->vxid);
     out += v;
     if (v.size() < 10) out.append(10 - v.size(), ' ');

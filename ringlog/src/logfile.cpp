@@ -66,7 +66,8 @@ LogFileWriter LogFileWriter::open(const std::string& path, bool append) {
     w.buf_ = file_header();
     return w;
   }
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+  // Appending reads the existing header back, hence O_RDWR.
+  int flags = O_CREAT | O_CLOEXEC | (append ? (O_RDWR | O_APPEND) : (O_WRONLY | O_TRUNC));
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path);
   w.fd_ = fd;

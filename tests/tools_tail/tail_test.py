@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""Scripted tests of `ringlog` (the live tail).
+
+Usage: tail_test.py CASE RINGLOG TAIL_WRITER WORKDIR
+  layouts  golden files for -g raw/vxid/request/session, -v, -j
+  options  -i/-x/-I/-X, -c/-b, -q/-Q, -k, -R, -T, -L, -t, --pinned, bad flags, exit codes
+  files    -w/-r round trips, -a, -A, stdin, damaged files, SIGHUP reopen
+  live     tail from now, reattach after the ring is recreated, overruns
+Golden files live in tests/tools_tail/golden/; UPDATE_GOLDEN=1 rewrites them.
+Every process started here is bounded by a timeout and stopped by pid.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, "golden")
+CASE, RINGLOG, WRITER, WORK = sys.argv[1:5]
+ENV = dict(os.environ, RINGLOG_DIR=os.path.join(WORK, "instances"))
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, stdin=None, timeout=30):
+    p = subprocess.run([RINGLOG] + args, input=stdin, capture_output=True, timeout=timeout, env=ENV)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def writer(*args, timeout=60):
+    subprocess.run([WRITER] + [str(a) for a in args], check=True, timeout=timeout, env=ENV)
+
+
+def ring_path(name):
+    d = os.path.join(ENV["RINGLOG_DIR"], name)
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "ring")
+
+
+def golden(name, text):
+    path = os.path.join(GOLDEN, name)
+    if os.environ.get("UPDATE_GOLDEN"):
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    with open(path) as f:
+        want = f.read()
+    if text != want:
+        print(f"--- golden {name} differs; got:\n{text}")
+    check(text == want, f"golden {name}")
+
+
+def start(args):
+    return subprocess.Popen([RINGLOG] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+
+
+def stop(p, sig=signal.SIGTERM, timeout=10):
+    if p.poll() is None:
+        p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def wait_for(pred, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def known_instance(name="known"):
+    path = ring_path(name)
+    if os.path.exists(path):
+        os.unlink(path)
+    writer("create", path, 1 << 20)
+    writer("known", path)
+    return name
+
+
+# ---------------------------------------------------------------- layouts
+
+def case_layouts():
+    n = known_instance()
+    for g in ("raw", "vxid", "request", "session"):
+        rc, out, err = run(["-n", n, "-d", "-g", g])
+        check(rc == 0 and err == "", f"-g {g}: rc {rc} err {err!r}")
+        golden(f"known.{g}.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-v"])
+    golden("known.request.v.txt", out)
+    for g in ("vxid", "request", "session", "raw"):
+        rc, out, _ = run(["-n", n, "-d", "-g", g, "-j"])
+        check(rc == 0, f"-j -g {g} rc {rc}")
+        lines = out.splitlines()
+        for line in lines:
+            obj = json.loads(line)  # every line is one valid JSON object
+            check(obj["group"] == g, f"-j group {obj['group']} != {g}")
+        golden(f"known.{g}.json", out)
+    # The default grouping is vxid; the default instance is "default".
+    rc, out, _ = run(["-n", n, "-d"])
+    golden("known.vxid.txt", out)
+    known_instance("default")
+    rc, out2, _ = run(["-d"])
+    check(rc == 0 and out2 == out, "default instance without -n")
+    # A ring path and an instance directory name the same ring.
+    rc, out3, _ = run(["-n", ring_path(n), "-d"])
+    rc, out4, _ = run(["-n", os.path.dirname(ring_path(n)), "-d"])
+    check(out3 == out and out4 == out, "-n PATH and -n DIR")
+
+
+# ---------------------------------------------------------------- options
+
+def case_options():
+    n = known_instance()
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-i", "ReqURL,RespStatus"])
+    golden("opt.i.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-i", "Req*", "-x", "ReqHeader"])
+    golden("opt.i_then_x.txt", out)
+    rc, all_out, _ = run(["-n", n, "-d", "-g", "vxid"])
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-x", "ReqHeader", "-i", "Req*"])
+    check(out == all_out, "-x then -i: the -i clears the -x, nothing hidden (varnishlog order)")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-I", "ReqHeader:curl", "-i", "ReqURL"])
+    golden("opt.I.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-X", "Timestamp:Resp", "-x", "Begin,End,Link"])
+    golden("opt.X.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-I", "^GET$"])
+    check(out.count("\n") == 3 and "ReqMethod" in out and "BereqMethod" in out, f"-I without taglist: {out!r}")
+    # -c / -b
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-c"])
+    check("<< Request  >> 4098" in out and "<< Request  >> 4100" in out and "BeReq" not in out and
+          "Session" not in out, "-c in vxid mode: requests only")
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-b"])
+    golden("opt.b.request.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-c"])
+    check(" b " not in out and " c " in out and " - sess" in out, "-c in raw mode: client and session records")
+    # -q / -Q
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-q", "RespStatus == 404"])
+    golden("opt.q.txt", out)
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-q", "RespStatus == 404", "-q", "BerespStatus == 200"])
+    check(">> 4100" in out and ">> 4099" in out and ">> 4098" not in out, "two -q are OR-ed")
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-q", "{2}BerespStatus == 200"])
+    check(">> 4098" in out and ">> 4100" not in out, "-q with a level in request grouping")
+    qf = os.path.join(WORK, "queries.txt")
+    with open(qf, "w") as f:
+        f.write("# 404s\nRespStatus == 404\n\nvxid == 4099\n")
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-Q", qf])
+    check(rc == 0 and ">> 4100" in out and ">> 4099" in out and ">> 4098" not in out, "-Q file")
+    rc, out, err = run(["-n", n, "-d", "-q", "RespStatus = 404"])
+    check(rc == 2 and "position 11" in err and "^" in err, f"bad query: rc {rc} err {err!r}")
+    rc, out, err = run(["-n", n, "-d", "-Q", os.path.join(WORK, "nope.txt")])
+    check(rc == 1 and "nope.txt" in err, f"unreadable -Q: rc {rc} {err!r}")
+    # -k, -R
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-k", "2"])
+    check(rc == 0 and out.count("<< ") == 2, f"-k 2: {out.count('<< ')} groups")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-k", "1"])
+    check(out.splitlines()[0].startswith("      4099 Begin") and len(set(l.split()[0] for l in out.splitlines())) == 1,
+          "-k 1 in raw mode: one batch")
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-R", "1/m"])
+    check(rc == 0 and out.count("<< ") == 1, f"-R 1/m: {out.count('<< ')} groups")
+    rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-R", "3/2m"])
+    check(out.count("<< ") == 3, "-R 3/2m")
+    # --pinned reads the same
+    rc, out, _ = run(["-n", n, "-d", "--pinned"])
+    check(rc == 0 and out == all_out, "--pinned -d")
+    # Incomplete transactions: end of input, -T timeout, -L overflow.
+    inc = ring_path("inc")
+    writer("create", inc, 1 << 20)
+    writer("incomplete", inc)
+    rc, out, _ = run(["-n", "inc", "-d"])
+    check("/never-ends" in out and "VSL            incomplete: end of input" in out, f"flush at end: {out!r}")
+    p = start(["-n", "inc", "-T", "0.5", "-k", "1"])
+    time.sleep(0.5)
+    writer("incomplete", inc)
+    try:
+        out, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 0 and b"VSL            timeout" in out, f"-T: {out!r}")
+    p = start(["-n", "inc", "-L", "1", "-k", "1"])
+    time.sleep(0.5)
+    writer("incomplete", inc)
+    writer("incomplete", inc)
+    try:
+        out, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 0 and b"VSL            store overflow" in out, f"-L: {out!r}")
+    # Missing ring: exit 1 naming where it looked; -t waits; -t off waits until it appears.
+    rc, out, err = run(["-n", "absent"])
+    check(rc == 1 and os.path.join(ENV["RINGLOG_DIR"], "absent", "ring") in err and "-n" in err and "-t" in err,
+          f"missing ring: rc {rc} {err!r}")
+    t0 = time.time()
+    rc, out, err = run(["-n", "absent", "-t", "0.6"])
+    check(rc == 1 and time.time() - t0 >= 0.5, "-t 0.6 waits before failing")
+    late = os.path.join(ENV["RINGLOG_DIR"], "late")
+    p = start(["-n", "late", "-t", "off", "-g", "raw", "-k", "1"])
+    time.sleep(0.7)
+    writer("create", ring_path("late"), 1 << 20)
+    time.sleep(0.7)
+    writer("live", ring_path("late"), 3, 50)
+    try:
+        out, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 0 and b"/live/" in out, f"-t off: attached when the ring appeared: {out!r} {err!r}")
+    shutil.rmtree(late, ignore_errors=True)
+    # Bad command lines: exit 2 with a message.
+    for args in (["--nope"], ["-g", "bogus"], ["-t", "abc"], ["-i", "NoSuchTag"], ["-x", "Zz*"],
+                 ["-I", "ReqURL:("], ["-X", "Nope:x"], ["-R", "0"], ["-R", "5/fortnight"], ["-c", "-b"],
+                 ["-a"], ["-A"], ["-T", "0"], ["-L", "0"], ["-k", "x"], ["-q", ""], ["-q", "(ReqURL"],
+                 ["-r", "x", "-n", "y"], ["extra-arg"]):
+        rc, out, err = run(args)
+        check(rc == 2 and err.startswith("ringlog: ") and "--help" in err, f"bad flags {args}: rc {rc} {err!r}")
+    rc, out, _ = run(["--help"])
+    check(rc == 0 and "-q QUERY" in out and "Exit codes" in out, "--help")
+    rc, out, _ = run(["-V"])
+    check(rc == 0 and out.startswith("ringlog "), "-V")
+
+
+# ---------------------------------------------------------------- files
+
+def case_files():
+    n = known_instance()
+    # -g raw stores the batches as read: reading back gives every grouping.
+    fr = os.path.join(WORK, "raw.rlog")
+    rc, out, err = run(["-n", n, "-d", "-g", "raw", "-w", fr])
+    check(rc == 0 and out == "" and os.path.getsize(fr) > 16, f"-w: rc {rc} {err!r}")
+    with open(fr, "rb") as fh:
+        check(fh.read(8) == b"RLOGFILE", "log file magic")
+    for g in ("raw", "vxid", "request", "session"):
+        rc, direct, _ = run(["-n", n, "-d", "-g", g])
+        rc, back, err = run(["-r", fr, "-g", g])
+        check(rc == 0 and back == direct, f"-w -g raw then -r -g {g}: rc {rc} {err!r}\n{back}")
+    # A grouped -w stores the selected groups; read back in the same grouping, the same.
+    f = os.path.join(WORK, "out.rlog")
+    run(["-n", n, "-d", "-g", "request", "-w", f])
+    rc, direct, _ = run(["-n", n, "-d", "-g", "request"])
+    rc, back, _ = run(["-r", f, "-g", "request"])
+    check(rc == 0 and back == direct, "-w -g request then -r -g request")
+    rc, back, _ = run(["-r", "-", "-g", "request"], stdin=open(f, "rb").read())
+    rc, direct, _ = run(["-n", n, "-d", "-g", "request"])
+    check(rc == 0 and back == direct, "-r - (stdin)")
+    # Filters apply when reading back.
+    rc, back, _ = run(["-r", fr, "-g", "request", "-q", "RespStatus == 404", "-i", "ReqURL"])
+    check(rc == 0 and back == "*   << Request  >> 4100      \n-   ReqURL         \"/missing?q=\\\"x\\\"\"\n\n",
+          f"-r with -q and -i: {back!r}")
+    # -w with -q stores only the selected groups; -a appends.
+    fq = os.path.join(WORK, "q.rlog")
+    run(["-n", n, "-d", "-g", "vxid", "-q", "RespStatus == 404", "-w", fq])
+    run(["-n", n, "-d", "-g", "vxid", "-q", "BerespStatus", "-w", fq, "-a"])
+    rc, back, _ = run(["-r", fq, "-g", "vxid"])
+    check(back.count("<< ") == 2 and ">> 4100" in back and ">> 4099" in back, f"-w -q then -a: {back!r}")
+    # Concatenated files read as one.
+    cat = open(f, "rb").read() + open(fq, "rb").read()
+    rc, back, _ = run(["-r", "-", "-g", "vxid"], stdin=cat)
+    rc, one, _ = run(["-r", f, "-g", "vxid"])
+    check(rc == 0 and back.count("<< ") == one.count("<< ") + 2, f"concatenated files: {back.count('<< ')} groups")
+    # -A: text (or JSON) into the file.
+    ft = os.path.join(WORK, "out.txt")
+    run(["-n", n, "-d", "-g", "request", "-w", ft, "-A"])
+    check(open(ft).read() == direct, "-w -A writes the text layout")
+    run(["-n", n, "-d", "-g", "request", "-j", "-w", ft, "-A", "-a"])
+    lines = open(ft).read().splitlines()
+    check(lines[-1].startswith("{\"group\":\"request\""), "-A -a -j appends JSON lines")
+    # Damaged input: everything before the damage, then exit 1 naming the offset.
+    data = open(f, "rb").read()
+    cut = os.path.join(WORK, "cut.rlog")
+    with open(cut, "wb") as fh:
+        fh.write(data[:-5])
+    rc, back, err = run(["-r", cut, "-g", "raw"])
+    check(rc == 1 and "cut short" in err and "offset" in err and "ReqURL" in back, f"cut file: rc {rc} {err!r}")
+    bad = os.path.join(WORK, "bad.rlog")
+    with open(bad, "wb") as fh:
+        fh.write(data[:16] + b"\xff\xff\xff\x7f\x00" + data[16:])
+    rc, back, err = run(["-r", bad])
+    check(rc == 1 and "damaged" in err, f"damaged entry: rc {rc} {err!r}")
+    notlog = os.path.join(WORK, "notlog.txt")
+    with open(notlog, "w") as fh:
+        fh.write("hello world\n")
+    rc, back, err = run(["-r", notlog])
+    check(rc == 1 and "not a ringlog log file" in err, f"not a log file: rc {rc} {err!r}")
+    rc, back, err = run(["-r", os.path.join(WORK, "missing.rlog")])
+    check(rc == 1 and "missing.rlog" in err, f"missing file: rc {rc} {err!r}")
+    rc, back, err = run(["-r", WORK])
+    check(rc == 1, f"-r DIRECTORY: rc {rc}")
+    rc, back, err = run(["-n", n, "-d", "-w", os.path.join(WORK, "no", "such", "dir", "x.rlog")])
+    check(rc == 1 and "x.rlog" in err, f"-w unwritable: rc {rc} {err!r}")
+    rc, back, err = run(["-n", n, "-d", "-w", notlog, "-a"])
+    check(rc == 1 and "not a ringlog log file" in err, f"-a onto a foreign file: rc {rc} {err!r}")
+    # SIGHUP reopens the -w file (logrotate: move it away, then HUP).
+    live = ring_path("rot")
+    writer("create", live, 1 << 20)
+    fw = os.path.join(WORK, "rot.rlog")
+    p = start(["-n", "rot", "-g", "raw", "-w", fw])
+    time.sleep(0.5)
+    writer("live", live, 3, 10)
+    check(wait_for(lambda: os.path.exists(fw) and os.path.getsize(fw) > 100), "-w writes while tailing")
+    os.rename(fw, fw + ".1")
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: os.path.exists(fw)), "SIGHUP reopened the file")
+    writer("live", live, 2, 10)
+    time.sleep(0.5)
+    rc, _, err = stop(p)
+    check(rc == 0, f"SIGTERM: rc {rc} {err}")
+    rc, old, _ = run(["-r", fw + ".1", "-g", "raw", "-i", "ReqURL"])
+    rc, new, _ = run(["-r", fw, "-g", "raw", "-i", "ReqURL"])
+    check(old.count("/live/") == 3 and new.count("/live/") == 2, f"rotation: old {old!r} new {new!r}")
+
+
+# ---------------------------------------------------------------- live
+
+def case_live():
+    n = known_instance("tail")
+    path = ring_path("tail")
+    # Tail from now: what was there before is not shown.
+    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    time.sleep(0.5)
+    writer("live", path, 3, 0)
+    time.sleep(0.8)
+    rc, out, err = stop(p)
+    check(rc == 0 and "/index.html" not in out and out.count("/live/") == 3, f"tail from now: {out!r} {err!r}")
+    # Reattach when the writer recreates the ring.
+    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    time.sleep(0.5)
+    writer("live", path, 1, 0)
+    time.sleep(0.3)
+    writer("create", path, 1 << 20)
+    writer("live", path, 2, 0)
+    time.sleep(1.5)
+    rc, out, err = stop(p)
+    check("recreated" in err and "reattached" in err, f"reattach notice: {err!r}")
+    check(out.count("/live/") == 3, f"reattach: records of both rings: {out!r}")
+    # Removed, then created again: waits, then reattaches.
+    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    time.sleep(0.5)
+    os.unlink(path)
+    time.sleep(0.8)
+    writer("create", path, 1 << 20)
+    writer("live", path, 2, 0)
+    time.sleep(1.5)
+    rc, out, err = stop(p)
+    check("waiting" in err and "reattached" in err and out.count("/live/") == 2, f"removed ring: {out!r} {err!r}")
+    # Overrun: a stopped passive reader falls behind a small ring.
+    small = ring_path("small")
+    writer("create", small, 64 << 10)
+    p = start(["-n", "small", "-g", "raw", "-i", "ReqURL"])
+    time.sleep(0.5)
+    writer("live", small, 5, 0)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGSTOP)
+    writer("live", small, 5000, 0)
+    p.send_signal(signal.SIGCONT)
+    time.sleep(1.0)
+    rc, out, err = stop(p)
+    check(rc == 0 and "Log overrun: " in err and " bytes lost" in err, f"overrun: {err!r}")
+    check(out.count("/live/") >= 5, "records before and after the overrun are shown")
+
+
+CASES = {"layouts": case_layouts, "options": case_options, "files": case_files, "live": case_live}
+
+if __name__ == "__main__":
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    CASES[CASE]()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
