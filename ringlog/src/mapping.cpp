@@ -91,26 +91,24 @@ std::uint64_t mono_ns() noexcept {
 namespace {
 // glibc no longer caches getpid(): it is a system call (~400 ns in a VM), and the
 // write path needs the pid on every lock. Cache it; a forked child resets the cache.
-struct SelfId {
-  std::atomic<std::uint32_t> pid{0};
-  std::uint64_t start = 0;
-};
-SelfId g_self;
+std::atomic<std::uint64_t> g_self_start{0};
 std::once_flag g_atfork_once;
-void reset_self_after_fork() noexcept { g_self.pid.store(0, std::memory_order_relaxed); }
-SelfId& self_id() noexcept {
-  if (g_self.pid.load(std::memory_order_relaxed) == 0) [[unlikely]] {
-    std::call_once(g_atfork_once, [] { ::pthread_atfork(nullptr, nullptr, reset_self_after_fork); });
-    auto pid = static_cast<std::uint32_t>(::getpid());
-    g_self.start = process_start_time(static_cast<pid_t>(pid));
-    g_self.pid.store(pid, std::memory_order_relaxed);
-  }
-  return g_self;
-}
+void reset_self_after_fork() noexcept { g_self_pid.store(0, std::memory_order_relaxed); }
 }  // namespace
 
-std::uint32_t self_pid() noexcept { return self_id().pid.load(std::memory_order_relaxed); }
-std::uint64_t self_start_time() noexcept { return self_id().start; }
+std::atomic<std::uint32_t> g_self_pid{0};
+
+std::uint32_t self_pid_slow() noexcept {
+  std::call_once(g_atfork_once, [] { ::pthread_atfork(nullptr, nullptr, reset_self_after_fork); });
+  auto pid = static_cast<std::uint32_t>(::getpid());
+  g_self_start.store(process_start_time(static_cast<pid_t>(pid)), std::memory_order_relaxed);
+  g_self_pid.store(pid, std::memory_order_relaxed);
+  return pid;
+}
+std::uint64_t self_start_time() noexcept {
+  self_pid();
+  return g_self_start.load(std::memory_order_relaxed);
+}
 std::uint32_t self_tid() noexcept {
   static thread_local std::uint32_t tid = 0;
   static thread_local std::uint32_t tid_pid = 0;
@@ -140,7 +138,7 @@ void Backoff::pause() noexcept {
   ++n;
 }
 
-void Mapping::copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
+void Mapping::copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
   const auto* s = static_cast<const std::uint8_t*>(src);
   std::uint64_t o = off(pos);
   while (n) {

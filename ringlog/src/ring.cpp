@@ -133,8 +133,27 @@ long futex_wake_all(std::atomic<std::uint32_t>* addr) noexcept {
 }
 
 // Reads the framing of the message whose RC byte is at pos; 0 when it is malformed.
-std::uint64_t message_span(const detail::Mapping& m, std::uint64_t pos, std::uint64_t limit) noexcept {
+[[gnu::always_inline]] inline std::uint64_t message_span(const detail::Mapping& m, std::uint64_t pos,
+                                                        std::uint64_t limit) noexcept {
   std::uint64_t word = 0;
+#ifndef RINGLOG_TSAN
+  // Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
+  // wrap, read straight from the area.
+  if (limit - pos > 2) [[likely]] {
+    std::uint64_t o = m.off(pos + 1);
+    if (o + 1 < m.size) [[likely]] {
+      const std::uint8_t* a = m.area + o;
+      std::uint64_t span;
+      if (a[0] < 240)
+        span = 2 + (a[0] >> kKindBits);
+      else if (a[1] < 128)
+        span = 3 + ((a[0] + (std::uint64_t{a[1]} << 4)) >> kKindBits);
+      else
+        span = 0;
+      if (span) return span > limit - pos ? 0 : span;
+    }
+  }
+#endif
   std::size_t vl = varint_decode([&](std::size_t i) { return m.byte(pos + 1 + i); },
                                  static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, limit - pos - 1)),
                                  word);
@@ -146,7 +165,6 @@ std::uint64_t message_span(const detail::Mapping& m, std::uint64_t pos, std::uin
 
 }  // namespace
 
-void set_thread_index(unsigned index) noexcept { t_thread_index = index; }
 
 const char* to_string(WriteStatus s) noexcept {
   switch (s) {
@@ -160,23 +178,33 @@ const char* to_string(WriteStatus s) noexcept {
 
 // ---------------------------------------------------------------- slots
 
-// The last ring this thread wrote to, checked before the slot list: one compare on
-// the hot path.
-thread_local const Ring::Impl* t_last_impl = nullptr;
-thread_local std::uint64_t t_last_id = 0;
-thread_local std::uint32_t t_last_pid = 0;
-thread_local int t_last_slot = -1;
+// What the write path needs about the calling thread and the last ring it wrote to,
+// in one thread-local block (one TLS address computation): checked with three compares
+// before anything else. A fork, or set_thread_index(), invalidates it.
+struct WriterCtx {
+  const Ring::Impl* impl = nullptr;
+  std::uint64_t id = 0;
+  std::uint32_t pid = 0;
+  int slot = -1;
+  std::uint64_t owner = 0;  // owner_word(pid, slot)
+  Ring::Impl::Queue* queue = nullptr;
+};
+thread_local WriterCtx t_ctx;
 
-int Ring::Impl::writer_slot() noexcept {
+inline const WriterCtx& writer_ctx(Ring::Impl& r) noexcept {
   std::uint32_t pid = self_pid();
-  if (t_last_impl == this && t_last_id == id && t_last_pid == pid) [[likely]]
-    return t_last_slot;
-  int s = writer_slot_slow(pid);
-  t_last_impl = this;
-  t_last_id = id;
-  t_last_pid = pid;
-  t_last_slot = s;
-  return s;
+  if (t_ctx.impl == &r && t_ctx.id == r.id && t_ctx.pid == pid) [[likely]]
+    return t_ctx;
+  int s = r.writer_slot_slow(pid);
+  t_ctx = {&r, r.id, pid, s, owner_word(pid, static_cast<std::uint32_t>(s)), &r.queues[thread_index() % r.nqueues]};
+  return t_ctx;
+}
+
+int Ring::Impl::writer_slot() noexcept { return writer_ctx(*this).slot; }
+
+void set_thread_index(unsigned index) noexcept {
+  t_thread_index = index;
+  t_ctx.impl = nullptr;  // the cached wait queue follows the index
 }
 
 int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
@@ -417,9 +445,6 @@ void Ring::Impl::release_dead_reader(int i) noexcept {
 }
 
 void Ring::Impl::check_dead_locked(bool force) noexcept {
-  // Writers call this on every batch: look at the clock only every 256th time.
-  static thread_local unsigned calls = 0;
-  if (!force && (++calls & 255) != 0) return;
   std::uint64_t now = mono_ns();
   if (!force && now < next_check_ns.load(std::memory_order_relaxed)) return;
   next_check_ns.store(now + kCheckPeriodNs, std::memory_order_relaxed);
@@ -495,7 +520,7 @@ namespace {
 // Once there is room it frees up to `slack` bytes more if nothing is in the way, so
 // that head (a line that passive readers load per message) moves once every few
 // batches rather than on every one.
-bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std::uint64_t new_tail,
+[[gnu::always_inline]] inline bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std::uint64_t new_tail,
              bool& blocked) noexcept {
   const std::uint64_t slack = std::min<std::uint64_t>(m.size / 32, 4096);
   bool fits = new_tail - head <= m.size;
@@ -513,7 +538,25 @@ bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std
 }
 
 // Copies one message whose RC byte is at pos; returns the position of the next RC.
-std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos, const Cell& c) noexcept {
+[[gnu::always_inline]] inline std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos,
+                                                        const Cell& c) noexcept {
+#ifndef RINGLOG_TSAN
+  // Common case: the whole message lies before the end of the area.
+  std::uint64_t o = m.off(pos + 1);
+  if (o + (c.needed - 1) <= m.size) [[likely]] {
+    std::uint8_t* d = m.area + o;
+    d += varint_encode(c.word, d);
+    RINGLOG_HOOK("mid_copy");
+    std::uint64_t left = c.len;
+    for (std::size_t i = 0; i < c.nparts && left; ++i) {
+      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.parts[i].iov_len, left));
+      std::memcpy(d, c.parts[i].iov_base, n);
+      d += n;
+      left -= n;
+    }
+    return pos + c.needed;
+  }
+#endif
   std::uint8_t vb[kVarintMax];
   std::size_t vl = varint_encode(c.word, vb);
   m.copy_in(pos + 1, vb, vl);
@@ -528,7 +571,7 @@ std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos, const Ce
   return p;
 }
 
-Cell* wait_next(const Cell* c) noexcept {
+inline Cell* wait_next(const Cell* c) noexcept {
   Backoff b;
   while (!c->linked.load(std::memory_order_acquire)) b.pause();  // Q1
   return c->next.load(std::memory_order_relaxed);
@@ -538,11 +581,15 @@ Cell* wait_next(const Cell* c) noexcept {
 
 // With the tail lock held at unlocked value t: writes the batch led by `leader` (the
 // whole chain of cells behind it), or drops it. Releases the tail lock.
-static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* leader) noexcept {
+// Single: the uncontended fast path's lone cell (no chain, nobody to release); the
+// whole function then inlines into writev.
+template <bool Single>
+[[gnu::always_inline]] static inline std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t,
+                                                          Cell* leader) noexcept {
   detail::Mapping& m = r.m;
   Header* h = m.hdr;
-  std::uint64_t needed = leader->needed_tot.load(std::memory_order_acquire);
-  std::uint64_t count = leader->count_tot.load(std::memory_order_relaxed);
+  std::uint64_t needed = Single ? leader->needed : leader->needed_tot.load(std::memory_order_acquire);
+  std::uint64_t count = Single ? 1 : leader->count_tot.load(std::memory_order_relaxed);
   RINGLOG_HOOK("locked");
 
   // Announce earlier drops in-band, if there is room for it too.
@@ -580,12 +627,14 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
                                std::memory_order_relaxed);
     h->pending_drop_bytes.store(h->pending_drop_bytes.load(std::memory_order_relaxed) + bytes,
                                 std::memory_order_relaxed);
-    if (blocked) r.check_dead_locked(false);  // a dead reader or writer may be in the way
+    if (blocked) r.check_dead_periodic();  // a dead reader or writer may be in the way
     r.unlock_tail(t);
-    for (Cell* c = leader; c;) {
-      Cell* nx = wait_next(c);
-      if (c != leader) release_carried(c->state, kDropped);
-      c = nx;
+    if constexpr (!Single) {
+      for (Cell* c = leader; c;) {
+        Cell* nx = wait_next(c);
+        if (c != leader) release_carried(c->state, kDropped);
+        c = nx;
+      }
     }
     return kDropped;
   }
@@ -627,7 +676,7 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
   h->bytes_written.store(h->bytes_written.load(std::memory_order_relaxed) + needed + note_need,
                          std::memory_order_relaxed);
   h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  r.check_dead_locked(false);
+  r.check_dead_periodic();
   r.unlock_tail(new_tail);  // W3: the next writer may go on while we copy
   RINGLOG_HOOK("unlocked");
 
@@ -640,14 +689,20 @@ static std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t, Cell* lead
     nc.nparts = 1;
     nc.len = note_len;
     nc.word = (note_len << kKindBits) | std::uint64_t(MsgKind::notice);
+    nc.needed = note_need;
     pos = copy_message(m, pos, nc);
   }
-  for (Cell* c = leader; c;) {
+  if constexpr (Single) {
     if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
-    pos = copy_message(m, pos, *c);
-    Cell* nx = wait_next(c);
-    if (c != leader) release_carried(c->state, kDone);
-    c = nx;
+    copy_message(m, pos, *leader);
+  } else {
+    for (Cell* c = leader; c;) {
+      if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
+      pos = copy_message(m, pos, *c);
+      Cell* nx = wait_next(c);
+      if (c != leader) release_carried(c->state, kDone);
+      c = nx;
+    }
   }
   RINGLOG_HOOK("copied");
   m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
@@ -683,18 +738,17 @@ WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
   cell.len = len;
   cell.word = (len << kKindBits) | std::uint64_t(kind);
   cell.needed = 1 + varint_size(cell.word) + len;
-  int slot = r.writer_slot();
-  auto& queue = r.queues[thread_index() % r.nqueues].head;
+  const WriterCtx& ctx = writer_ctx(r);
+  const int slot = ctx.slot;
+  const std::uint64_t owner = ctx.owner;
+  auto& queue = ctx.queue->head;
 
   // Uncontended fast path: nobody queued and the tail free. No queue traffic at all.
   if (queue.load(std::memory_order_relaxed) == nullptr) {
     std::uint64_t t;
     if (r.try_lock_tail(t)) {
-      h->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
-      cell.needed_tot.store(cell.needed, std::memory_order_relaxed);
-      cell.count_tot.store(1, std::memory_order_relaxed);
-      cell.linked.store(true, std::memory_order_relaxed);
-      return commit(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
+      h->owner.store(owner, std::memory_order_relaxed);
+      return commit<true>(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
     }
   }
 
@@ -740,13 +794,13 @@ WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
     }
     if (!h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed))
       continue;  // L1
-    h->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
+    h->owner.store(owner, std::memory_order_relaxed);
     void* expect = &cell;
     if (!queue.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {
       r.unlock_tail(t);  // someone queued behind us meanwhile: they lead now
       break;
     }
-    return commit(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
+    return commit<false>(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
   }
   return wait_carried(cell.state) == kDone ? good : WriteStatus::dropped;
 }

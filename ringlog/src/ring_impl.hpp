@@ -52,7 +52,17 @@ struct Mapping {
   // Bytes of the area seen through absolute positions. Reads and writes of message
   // bytes race by design with passive readers (who re-check head afterwards); under
   // ThreadSanitizer they go through relaxed atomics so that the race is declared.
-  void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept;
+  void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
+#ifndef RINGLOG_TSAN
+    std::uint64_t o = off(pos);
+    if (o + n <= size) [[likely]] {  // the write path's common case: no wrap
+      std::memcpy(area + o, src, n);
+      return;
+    }
+#endif
+    copy_in_wrap(pos, src, n);
+  }
+  void copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) const noexcept;
   void copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept;
   std::uint8_t byte(std::uint64_t pos) const noexcept {  // inline: reclaim reads varints with it
 #ifdef RINGLOG_TSAN
@@ -80,7 +90,13 @@ std::string validate_header(const Header& h, std::uint64_t file_size);
 
 std::uint64_t now_ns() noexcept;          // CLOCK_REALTIME
 std::uint64_t mono_ns() noexcept;         // CLOCK_MONOTONIC
-std::uint32_t self_pid() noexcept;        // cached, refreshed after fork
+// The pid, cached (glibc's getpid() is a system call); 0 until first use and after fork.
+extern std::atomic<std::uint32_t> g_self_pid;
+std::uint32_t self_pid_slow() noexcept;
+inline std::uint32_t self_pid() noexcept {
+  std::uint32_t p = g_self_pid.load(std::memory_order_relaxed);
+  return p ? p : self_pid_slow();
+}
 std::uint64_t self_start_time() noexcept;
 std::uint32_t self_tid() noexcept;
 
@@ -120,8 +136,13 @@ struct Ring::Impl {
   void unlock_tail(std::uint64_t t) noexcept;
   void recover_dead_owner(std::uint64_t locked_tail) noexcept;
 
-  // With the tail lock held.
+  // With the tail lock held. Writers call the periodic check on every batch; it looks
+  // at the clock only every 256th call of a thread.
   void check_dead_locked(bool force) noexcept;
+  static inline thread_local unsigned t_check_calls = 0;
+  void check_dead_periodic() noexcept {
+    if ((++t_check_calls & 255) == 0) [[unlikely]] check_dead_locked(false);
+  }
   bool discard_torn(int slot_idx) noexcept;
   void release_dead_reader(int slot_idx) noexcept;
 
