@@ -1,0 +1,408 @@
+// ringlog-forward: a pinned reader that ships transactions (NCSA lines, JSON or raw
+// records) to syslog collectors, the way HAProxy's ring `server` lines do: RFC 5424
+// over TCP (RFC 6587 octet counting or LF framing) or UDP, to several destinations at
+// once. It must never lose a message silently: what it cannot deliver is counted
+// (FORWARD.<dest>.lost) and said on stderr.
+//
+// Exit codes (documented in ringlog-forward(1)):
+//   0 success (stopped by a signal, -k or -d/-r end, everything delivered),
+//   1 runtime error (no ring, unreadable file, messages left undelivered at exit),
+//   2 bad command line.
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "forwarder.hpp"
+#include "reader_tool.hpp"
+#include "ringlog/json.hpp"
+#include "ringlog/ncsa.hpp"
+#include "ringlog/printer.hpp"
+#include "ringlog/ring.hpp"
+#include "ringlog/stats.hpp"
+#include "syslog.hpp"
+
+namespace {
+
+namespace fw = ringlog::forward;
+namespace tool = ringlog::tool;
+using namespace std::chrono_literals;
+
+constexpr const char* kTool = "ringlog-forward";
+
+enum class Output { ncsa, json, raw };
+
+void say(const std::string& msg) { std::cerr << kTool << ": " << msg << "\n"; }
+
+// "8M", "256k", "1g" or a plain number of bytes.
+std::optional<std::size_t> parse_size(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string unit = s.substr(used);
+  unsigned long long mult = 1;
+  if (unit == "k" || unit == "K") mult = 1ull << 10;
+  else if (unit == "m" || unit == "M") mult = 1ull << 20;
+  else if (unit == "g" || unit == "G") mult = 1ull << 30;
+  else if (!unit.empty()) return std::nullopt;
+  if (v > (1ull << 40) / mult) return std::nullopt;
+  return static_cast<std::size_t>(v * mult);
+}
+
+std::string hostname_or_dash() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "-";
+  return buf;
+}
+
+// The ring's fill behind this process's pin, for the stall policy: bytes between our
+// pinned reader's position (found by pid in the ring's reader table) and the tail,
+// over the area. Writers need room that only our pin can free once this nears 100 %.
+class FillGauge {
+ public:
+  double fill(const std::string& ring_path) {
+    try {
+      if (!reader_ || path_ != ring_path || reader_->stale()) {
+        reader_.reset();
+        path_ = ring_path;
+        if (ring_path.empty()) return 0;
+        reader_.emplace(ringlog::Reader::open(ring_path));
+      }
+      const ringlog::format::Header& h = reader_->header();
+      const std::uint64_t tail = h.tail.load(std::memory_order_acquire) & ringlog::format::kPosMask;
+      const auto me = static_cast<std::uint32_t>(::getpid());
+      std::uint64_t pos = tail;
+      for (const auto& slot : h.readers)
+        if (slot.pid.load(std::memory_order_acquire) == me && slot.mode == std::uint32_t(ringlog::format::ReaderMode::pinned))
+          pos = std::min(pos, slot.pos.load(std::memory_order_acquire));
+      const std::uint64_t area = reader_->stats().area_size;
+      return area ? static_cast<double>(tail - pos) / static_cast<double>(area) : 0;
+    } catch (const ringlog::Error&) {
+      reader_.reset();
+      return 0;
+    }
+  }
+
+ private:
+  std::optional<ringlog::Reader> reader_;
+  std::string path_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringlog-forward - ship ringlog transactions to syslog collectors (RFC 5424 over TCP or UDP)",
+               kTool};
+  tool::ReaderOptions ro;
+  std::vector<std::string> destinations;
+  std::string output_arg = "ncsa", framing_arg = "octet-counting", facility_arg = "local0", severity_arg = "info";
+  std::string hostname = hostname_or_dash(), app_name = "ringlog", msgid_arg;
+  std::string format_arg, format_file, buffer_arg = "8M", send_buffer_arg = "256k", udp_max_arg = "8192";
+  std::string on_stall_arg = "drop-oldest", stats_path;
+  bool no_stats = false, version = false;
+  std::size_t replay = 0;
+  double stall_fill = 90, retry_min = 0.2, retry_max = 30, flush_timeout = 10;
+
+  app.add_option("destination", destinations,
+                 "Where to send: [NAME=]tcp://HOST:PORT or [NAME=]udp://HOST:PORT (one or more; each gets "
+                 "every message; NAME names its counters)")
+      ->required()->type_name("DEST");
+  tool::add_reader_options(app, ro, tool::kAllOptions);
+  if (CLI::Option* p = app.get_option_no_throw("--pinned")) app.remove_option(p);  // always pinned
+  app.add_option("--output", output_arg, "What each message carries: ncsa (a line per request, default), "
+                                          "json (a transaction group, as ringlog -j) or raw (a record)")
+      ->type_name("ncsa|json|raw");
+  app.add_option("-F", format_arg, "NCSA format (ringlog-ncsa's formatters; default the combined format)")
+      ->type_name("FORMAT");
+  app.add_option("-f", format_file, "Read the NCSA format from FILE")->type_name("FILE");
+  app.add_option("--framing", framing_arg, "TCP framing: octet-counting (RFC 6587, default) or lf")
+      ->type_name("octet-counting|lf");
+  app.add_option("--facility", facility_arg, "Syslog facility (default local0)")->type_name("NAME");
+  app.add_option("--severity", severity_arg, "Syslog severity (default info)")->type_name("NAME");
+  app.add_option("--hostname", hostname, "HOSTNAME field (default this host's name)")->type_name("NAME");
+  app.add_option("--app-name", app_name, "APP-NAME field (default ringlog)")->type_name("NAME");
+  app.add_option("--msgid", msgid_arg, "MSGID field (default the output: ncsa, json or raw)")->type_name("ID");
+  app.add_option("--buffer", buffer_arg, "Messages held for the destinations before the ring is left to fill "
+                                          "(default 8M)")
+      ->type_name("BYTES");
+  app.add_option("--send-buffer", send_buffer_arg, "Framed bytes staged per TCP destination (default 256k)")
+      ->type_name("BYTES");
+  app.add_option("--replay", replay, "Delivered messages sent again after a TCP reconnect, for collectors "
+                                      "killed with messages in hand (default 0)")
+      ->type_name("N");
+  app.add_option("--udp-max", udp_max_arg, "Longest UDP datagram; longer messages are cut (default 8192)")
+      ->type_name("BYTES");
+  app.add_option("--retry-min", retry_min, "First reconnect delay in seconds, doubled per failure (default 0.2)")
+      ->type_name("SECONDS");
+  app.add_option("--retry-max", retry_max, "Longest reconnect delay in seconds (default 30)")->type_name("SECONDS");
+  app.add_option("--on-stall", on_stall_arg, "When a destination stays down until the ring is nearly full: "
+                                              "drop-oldest (default) or block-writers")
+      ->type_name("drop-oldest|block-writers");
+  app.add_option("--stall-fill", stall_fill, "Ring fill (percent) behind the forwarder that counts as a stall "
+                                              "(default 90)")
+      ->type_name("PERCENT");
+  app.add_option("--flush-timeout", flush_timeout, "On SIGTERM, how long to keep delivering (default 10)")
+      ->type_name("SECONDS");
+  app.add_option("--stats", stats_path, "Counters file (default forward.stats in the instance directory)")
+      ->type_name("FILE");
+  app.add_flag("--no-stats", no_stats, "Keep no counters file");
+  app.add_flag("-V,--version", version, "Print the version and exit");
+  app.footer(
+      "Always a pinned reader: nothing is overwritten in the ring before it is in the forwarder's buffer,\n"
+      "and a message leaves the buffer only once every destination delivered it.\n"
+      "Exit codes: 0 ok, 1 runtime error (no ring, messages left undelivered), 2 bad command line.");
+
+  auto usage_error = [](const std::string& msg) {
+    std::cerr << kTool << ": " << msg << "\nRun 'ringlog-forward --help' for the options.\n";
+    return tool::kExitUsage;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return tool::kExitOk;
+  } catch (const CLI::ParseError& e) {
+    if (version) {
+      std::cout << "ringlog-forward (ringlog) 0.1.0\n";
+      return tool::kExitOk;
+    }
+    return usage_error(e.what());
+  }
+  if (version) {
+    std::cout << "ringlog-forward (ringlog) 0.1.0\n";
+    return tool::kExitOk;
+  }
+  ro.pinned = true;
+  try {
+    tool::prepare(app, ro);
+  } catch (const tool::UsageError& e) {
+    return usage_error(e.what());
+  }
+
+  // Check every value before touching anything.
+  Output output;
+  if (output_arg == "ncsa") output = Output::ncsa;
+  else if (output_arg == "json") output = Output::json;
+  else if (output_arg == "raw") output = Output::raw;
+  else return usage_error("--output: expected ncsa, json or raw, got '" + output_arg + "'");
+  if ((!format_arg.empty() || !format_file.empty()) && output != Output::ncsa)
+    return usage_error("-F and -f apply to --output ncsa only");
+  if (!format_arg.empty() && !format_file.empty()) return usage_error("-F and -f exclude each other");
+  if (output == Output::ncsa && ro.mode == ringlog::Grouping::raw)
+    return usage_error("--output ncsa needs transactions: -g vxid, request or session");
+  fw::ForwarderOptions fo;
+  auto framing = fw::framing_by_name(framing_arg);
+  if (!framing) return usage_error("--framing: expected octet-counting or lf, got '" + framing_arg + "'");
+  fo.framing = *framing;
+  fw::HeaderFields hdr;
+  auto fac = fw::facility_by_name(facility_arg);
+  if (!fac) return usage_error("--facility: unknown facility '" + facility_arg + "' (kern, user, ..., local0..local7)");
+  auto sev = fw::severity_by_name(severity_arg);
+  if (!sev) return usage_error("--severity: unknown severity '" + severity_arg + "' (emerg ... debug)");
+  hdr.facility = *fac;
+  hdr.severity = *sev;
+  hdr.hostname = fw::sanitize_field(hostname, 255);
+  hdr.app_name = fw::sanitize_field(app_name, 48);
+  std::string msgid = fw::sanitize_field(msgid_arg.empty() ? output_arg : msgid_arg, 32);
+  auto buf = parse_size(buffer_arg);
+  if (!buf || *buf < 4096) return usage_error("--buffer: expected a size of 4k or more (e.g. 8M), got '" + buffer_arg + "'");
+  fo.queue_bytes = *buf;
+  auto sbuf = parse_size(send_buffer_arg);
+  if (!sbuf || *sbuf < 1024) return usage_error("--send-buffer: expected a size of 1k or more, got '" + send_buffer_arg + "'");
+  fo.send_buffer = *sbuf;
+  auto umax = parse_size(udp_max_arg);
+  if (!umax || *umax < 480 || *umax > 65507) return usage_error("--udp-max: expected 480 to 65507 bytes, got '" + udp_max_arg + "'");
+  fo.udp_max = *umax;
+  fo.replay = replay;
+  if (!(retry_min >= 0.001 && retry_min <= 3600) || !(retry_max >= retry_min && retry_max <= 86400))
+    return usage_error("--retry-min/--retry-max: expected 0.001 <= min <= max <= 86400 seconds");
+  fo.backoff_min = std::chrono::milliseconds(static_cast<long long>(retry_min * 1000));
+  fo.backoff_max = std::chrono::milliseconds(static_cast<long long>(retry_max * 1000));
+  bool drop_oldest;
+  if (on_stall_arg == "drop-oldest") drop_oldest = true;
+  else if (on_stall_arg == "block-writers") drop_oldest = false;
+  else return usage_error("--on-stall: expected drop-oldest or block-writers, got '" + on_stall_arg + "'");
+  if (!(stall_fill >= 10 && stall_fill <= 100)) return usage_error("--stall-fill: expected 10 to 100 percent");
+  if (!(flush_timeout >= 0 && flush_timeout <= 86400)) return usage_error("--flush-timeout: expected 0 to 86400 seconds");
+  if (no_stats && !stats_path.empty()) return usage_error("--stats and --no-stats exclude each other");
+  std::vector<fw::Endpoint> endpoints;
+  for (const auto& d : destinations) {
+    std::string err;
+    auto ep = fw::parse_endpoint(d, err);
+    if (!ep) return usage_error(err);
+    for (const auto& e : endpoints)
+      if (e.name == ep->name) return usage_error("two destinations are named '" + ep->name + "'; name them NAME=URL");
+    endpoints.push_back(std::move(*ep));
+  }
+  std::optional<ringlog::NcsaFormatter> ncsa;
+  if (output == Output::ncsa) {
+    std::string fmt(ringlog::kNcsaDefaultFormat);
+    if (!format_arg.empty()) fmt = format_arg;
+    if (!format_file.empty()) {
+      std::ifstream in(format_file);
+      if (!in) {
+        say("-f " + format_file + ": cannot read the file");
+        return tool::kExitRuntime;
+      }
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      fmt = ss.str();
+      while (!fmt.empty() && (fmt.back() == '\n' || fmt.back() == '\r')) fmt.pop_back();
+    }
+    try {
+      ncsa.emplace(ringlog::NcsaFormatter::compile(fmt));
+    } catch (const ringlog::NcsaFormatError& e) {
+      return usage_error("format: " + std::string(e.what()) + " (at byte " + std::to_string(e.pos()) + ")");
+    }
+  }
+
+  // The counters file: the forwarder's own (a stats file has one writer process).
+  std::optional<ringlog::stats::Stats> stats;
+  if (!no_stats && (ro.read_file.empty() || !stats_path.empty())) {
+    std::string path = stats_path;
+    if (path.empty()) {
+      std::string ring = ringlog::resolve_ring_path(ro.instance);
+      auto slash = ring.rfind('/');
+      path = (slash == std::string::npos ? std::string(".") : ring.substr(0, slash)) + "/forward.stats";
+    }
+    try {
+      stats.emplace(ringlog::stats::Stats::create(path));
+    } catch (const std::exception& e) {
+      say("cannot create the counters file " + path + ": " + e.what() + "; carrying on without counters");
+    }
+  }
+
+  try {
+    tool::install_signal_handlers();
+    fw::Forwarder fwd(fo, endpoints, say, stats ? &*stats : nullptr);
+    tool::ReaderLoop loop(ro, kTool);
+    FillGauge gauge;
+    bool stalled = false;
+    std::uint64_t since_poll = 0;
+    std::string text;
+
+    auto push_line = [&](std::string_view line) {
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+      timespec ts{};
+      ::clock_gettime(CLOCK_REALTIME, &ts);
+      std::string m;
+      m.reserve(line.size() + 96);
+      fw::append_rfc5424(m, hdr, msgid, ts, line);
+      fwd.push(std::move(m));
+    };
+    // Backpressure: while the buffer is full, the pinned reader stays where it is and
+    // the ring fills behind it; past --stall-fill the policy decides.
+    auto make_room = [&] {
+      while (fwd.full()) {
+        double fill = gauge.fill(loop.ring_path()) * 100;
+        if (fill >= stall_fill) {
+          if (!stalled) {
+            stalled = true;
+            say(std::string("stalled: the ring is ") + std::to_string(static_cast<int>(fill)) +
+                "% full behind the forwarder and its buffer is full; " +
+                (drop_oldest ? "dropping the oldest messages of the destinations that hold them (--on-stall drop-oldest)"
+                             : "keeping the pin: writers will drop new messages (--on-stall block-writers)"));
+          }
+          if (drop_oldest) {
+            std::size_t n = fwd.drop_oldest(fo.queue_bytes * 3 / 4);
+            say("drop-oldest: gave up " + std::to_string(n) + " messages (counted in FORWARD.*.lost)");
+            break;
+          }
+        } else if (stalled) {
+          stalled = false;
+          say("stall over: the ring is " + std::to_string(static_cast<int>(fill)) + "% full");
+        }
+        fwd.poll(20ms);
+        if (tool::stop_requested()) break;
+      }
+    };
+    loop.on_group([&](const ringlog::Group& g) {
+      text.clear();
+      const tool::RecordFilter& filter = loop.filter();
+      if (output == Output::ncsa) {
+        ringlog::NcsaSides sides;
+        sides.backend = ro.backend;
+        sides.client = ro.client || !ro.backend;
+        ncsa->format_group(g, sides, text);
+        std::size_t start = 0;
+        while (start < text.size()) {
+          std::size_t nl = text.find('\n', start);
+          if (nl == std::string::npos) nl = text.size();
+          push_line(std::string_view(text).substr(start, nl - start));
+          start = nl + 1;
+        }
+      } else if (output == Output::json) {
+        ringlog::JsonFilter jf;
+        if (!filter.empty()) {
+          jf.txn_filter = [&](const ringlog::Transaction& t) { return filter.show_txn(t); };
+          jf.record_filter = [&](const ringlog::Transaction&, const ringlog::Record& r) { return filter.show(r); };
+        }
+        ringlog::append_json(text, g, jf);
+        push_line(text);
+      } else {
+        for (const ringlog::Transaction* t : g.txns) {
+          if (!filter.show_txn(*t)) continue;
+          for (std::size_t i = 0; i < t->records.size(); ++i) {
+            ringlog::Record r = t->record(i);
+            if (!filter.show(r)) continue;
+            text.clear();
+            ringlog::print_raw(text, r);
+            push_line(text);
+          }
+        }
+      }
+      if (fwd.full()) make_room();
+      else if (++since_poll >= 256) {
+        since_poll = 0;
+        fwd.poll(0ms);
+      }
+    });
+    loop.on_idle([&] {
+      since_poll = 0;
+      fwd.poll(fwd.busy() ? 5ms : 0ms);
+    });
+    loop.on_tick([&] { fwd.poll(0ms); });
+
+    int rc = loop.run();
+
+    // Deliver what was taken from the ring, within --flush-timeout.
+    auto deadline = fw::Clock::now() + std::chrono::milliseconds(static_cast<long long>(flush_timeout * 1000));
+    while (!fwd.drained() && fw::Clock::now() < deadline) fwd.poll(20ms);
+    if (!fwd.drained()) {
+      for (std::size_t i = 0; i < fwd.size(); ++i)
+        if (fwd.pending(i))
+          say(fwd.endpoint(i).url + ": " + std::to_string(fwd.pending(i)) +
+              " messages not delivered before --flush-timeout; counted as lost");
+      fwd.abandon();
+      if (rc == tool::kExitOk) rc = tool::kExitRuntime;
+    }
+    fwd.keep_counters();
+    return rc;
+  } catch (const tool::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const tool::RuntimeError& e) {
+    say(e.what());
+    return tool::kExitRuntime;
+  } catch (const std::exception& e) {
+    say(e.what());
+    return tool::kExitRuntime;
+  }
+}

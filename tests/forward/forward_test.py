@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Scripted tests of ringlog-forward against a real rsyslogd on loopback ports.
+
+usage: forward_test.py CASE RINGLOG_FORWARD WRITER WORKDIR RINGLOG_STAT
+cases: rsyslog_tcp, rsyslog_restart, rsyslog_udp, stall, cli
+
+rsyslogd runs in the foreground (-n) with its own config, pid file and work
+directory under WORKDIR, listening on 127.0.0.1 only; it is stopped by pid. Every
+wait is bounded. Transactions carry their number in the URL (/seq/NNNNNN).
+"""
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+CASE, FWD, WRITER, WORK, STAT = sys.argv[1:6]
+RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+INST = os.path.join(WORK, "inst")
+ENV = dict(os.environ, RINGLOG_DIR=INST)
+CHILDREN = []
+
+
+def die_with_parent():
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    for p in CHILDREN:
+        if p.poll() is None:
+            p.kill()
+    for f in sorted(os.listdir(WORK)):
+        if f.endswith(".err") or f.endswith(".rs.log"):
+            print(f"--- {f}:\n" + open(os.path.join(WORK, f), errors="replace").read()[-3000:])
+    sys.exit(1)
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    if not pred():
+        fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_INET, kind)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Rsyslog:
+    """rsyslogd with imtcp/imudp inputs, each writing "%hostname% %app-name% %msgid% %msg%"."""
+
+    def __init__(self, name, tcp=(), udp=()):
+        self.dir = os.path.join(WORK, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.tcp, self.udp = dict(tcp), dict(udp)  # port -> output file
+        self.proc = None
+        conf = [f'global(workDirectory="{self.dir}" maxMessageSize="64k")',
+                'template(name="t" type="string" string="%hostname% %app-name% %msgid% %msg%\\n")']
+        if self.tcp:
+            conf.append('module(load="imtcp")')
+        if self.udp:
+            conf.append('module(load="imudp")')
+        for i, (port, out) in enumerate(list(self.tcp.items()) + list(self.udp.items())):
+            kind = "imtcp" if port in self.tcp else "imudp"
+            conf.append(f'input(type="{kind}" port="{port}" address="127.0.0.1" ruleset="r{i}")')
+            conf.append(f'ruleset(name="r{i}") {{ action(type="omfile" file="{out}" template="t") }}')
+        self.conf = os.path.join(self.dir, "rsyslog.conf")
+        with open(self.conf, "w") as f:
+            f.write("\n".join(conf) + "\n")
+        self.pidfile = os.path.join(self.dir, "rsyslogd.pid")
+
+    def start(self):
+        if os.path.exists(self.pidfile):
+            os.unlink(self.pidfile)
+        log = open(os.path.join(WORK, os.path.basename(self.dir) + ".rs.log"), "a")
+        self.proc = subprocess.Popen([RSYSLOGD, "-n", "-f", self.conf, "-i", self.pidfile],
+                                     stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        CHILDREN.append(self.proc)
+
+        def ready():
+            if self.proc.poll() is not None:
+                fail(f"rsyslogd exited with {self.proc.returncode}")
+            for port in self.tcp:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                except OSError:
+                    return False
+            return os.path.exists(self.pidfile)
+        wait_for(ready, 20, "rsyslogd to listen")
+        if self.udp:
+            time.sleep(0.3)  # no way to probe imudp: give it a moment after the pid file
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def lines(path):
+    try:
+        with open(path, errors="replace") as f:
+            return [l.rstrip("\n") for l in f]
+    except FileNotFoundError:
+        return []
+
+
+def seqs(path):
+    return [int(m.group(1)) for m in (re.search(r"/seq/(\d{6})", l) for l in lines(path)) if m]
+
+
+def create_ring(name, size):
+    path = os.path.join(INST, name, "ring")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    subprocess.run([WRITER, "create", path, str(size)], check=True, timeout=30)
+    return path
+
+
+def forwarder(name, args, instance):
+    err = open(os.path.join(WORK, name + ".err"), "w")
+    p = subprocess.Popen([FWD, "-n", instance] + args, stdout=err, stderr=err, env=ENV,
+                         preexec_fn=die_with_parent)
+    CHILDREN.append(p)
+    return p
+
+
+def write(ring, first, count, rate, readers=1):
+    r = subprocess.run([WRITER, "write", ring, str(first), str(count), str(rate), "20", str(readers)],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail(f"writer: {r.stderr}")
+    m = re.match(r"written (\d+) dropped (\d+)", r.stdout)
+    return int(m.group(1)), int(m.group(2))
+
+
+def stop(p, expect=0, timeout=30):
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the forwarder did not stop after SIGTERM")
+    if expect is not None and rc != expect:
+        fail(f"the forwarder exited with {rc}, expected {expect}")
+    return rc
+
+
+def stats_counters(path):
+    """FORWARD.* counters of a stats file, as ringlog-stat -j shows them."""
+    r = subprocess.run([STAT, "-n", path, "-j"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        fail(f"ringlog-stat: {r.stderr}")
+    return {k: v["value"] for k, v in json.loads(r.stdout)["counters"].items() if k.startswith("FORWARD.")}
+
+
+def stderr_of(name):
+    return open(os.path.join(WORK, name + ".err"), errors="replace").read()
+
+
+# ---------------------------------------------------------------------------------------
+
+def case_rsyslog_tcp():
+    n = 2000
+    ring = create_ring("t", 8 << 20)
+    pa, pb = free_port(), free_port()
+    out_a, out_b = os.path.join(WORK, "a.log"), os.path.join(WORK, "b.log")
+    rs = Rsyslog("rs", tcp={pa: out_a, pb: out_b})
+    rs.start()
+    f1 = forwarder("ncsa", ["-t", "10", "--output", "ncsa", "-F", "%m %U %s %{User-Agent}i", "--hostname", "web1",
+                            f"tcp://127.0.0.1:{pa}"], "t")
+    f2 = forwarder("json", ["-t", "10", "--output", "json", "--framing", "lf", "--app-name", "proxy",
+                            "--stats", os.path.join(WORK, "json.stats"), f"b=tcp://127.0.0.1:{pb}"], "t")
+    written, dropped = write(ring, 0, n, 0, readers=2)
+    if dropped:
+        fail(f"the writer dropped {dropped} transactions")
+    wait_for(lambda: len(lines(out_a)) >= n and len(lines(out_b)) >= n, 60, f"{n} lines in each file")
+    stop(f1)
+    stop(f2)
+    rs.stop()
+    la, lb = lines(out_a), lines(out_b)
+    if len(la) != n or len(lb) != n:
+        fail(f"expected {n} lines, got {len(la)} and {len(lb)}")
+    for i, l in enumerate(la):
+        want = f'web1 ringlog ncsa GET /seq/{i:06d} 200 forward-test \\"quoted\\"'
+        if l != want:
+            fail(f"ncsa line {i}: {l!r}, expected {want!r}")
+    for i, l in enumerate(lb):
+        host, app, msgid, body = l.split(" ", 3)
+        if app != "proxy" or msgid != "json":
+            fail(f"json line {i}: header {host} {app} {msgid}")
+        g = json.loads(body)
+        recs = {r["tag"]: r["value"] for t in g["transactions"] for r in t["records"] if r["tag"] != "ReqHeader"}
+        if recs.get("ReqURL") != f"/seq/{i:06d}":
+            fail(f"json line {i}: {body[:200]}")
+        uas = [r["value"] for t in g["transactions"] for r in t["records"] if r["tag"] == "ReqHeader"]
+        if 'User-Agent: forward-test "quoted"' not in uas:
+            fail(f"json line {i}: header not intact: {uas}")
+    c = stats_counters(os.path.join(INST, "t", "forward.stats"))
+    key = f"FORWARD.tcp:127_0_0_1:{pa}."
+    if c.get(key + "sent") != n or c.get(key + "lost") != 0 or c.get(key + "failed") != 0 or c.get(key + "queued") != 0:
+        fail(f"counters: {c}")
+    c = stats_counters(os.path.join(WORK, "json.stats"))
+    if c.get("FORWARD.b.sent") != n:
+        fail(f"counters of the json forwarder: {c}")
+    print(f"ok: {n} transactions as NCSA lines (octet counting) and JSON (LF framing), intact and in order")
+
+
+def case_rsyslog_restart():
+    n, rate, replay = 6000, 1500, 200
+    ring = create_ring("r", 16 << 20)
+    port = free_port()
+    out = os.path.join(WORK, "out.log")
+    rs = Rsyslog("rs", tcp={port: out})
+    rs.start()
+    f = forwarder("fwd", ["-t", "10", "-F", "%U", "--replay", str(replay), "--retry-min", "0.05",
+                          "--retry-max", "0.4", f"tcp://127.0.0.1:{port}"], "r")
+    w = subprocess.Popen([WRITER, "write", ring, "0", str(n), str(rate), "20"], stdout=subprocess.PIPE,
+                         text=True, preexec_fn=die_with_parent)
+    CHILDREN.append(w)
+    wait_for(lambda: len(lines(out)) > n // 5, 30, "the first fifth")
+    rs.stop(signal.SIGKILL)            # killed mid-stream, no chance to flush
+    time.sleep(0.5)
+    rs.start()
+    wait_for(lambda: len(lines(out)) > n // 2, 30, "half the lines")
+    rs.stop(signal.SIGTERM)            # stopped mid-stream
+    time.sleep(0.5)
+    rs.start()
+    if w.wait(timeout=60) != 0:
+        fail("writer failed")
+    m = re.match(r"written (\d+) dropped (\d+)", w.stdout.read())
+    if int(m.group(2)):
+        fail(f"the writer dropped {m.group(2)}")
+    wait_for(lambda: len(set(seqs(out))) >= n, 60, "every transaction")
+    stop(f)
+    rs.stop()
+    got = seqs(out)
+    missing = sorted(set(range(n)) - set(got))
+    if missing:
+        fail(f"{len(missing)} transactions lost, first {missing[:10]}")
+    dups = len(got) - len(set(got))
+    err = stderr_of("fwd")
+    resent = sum(int(a) + int(b) for a, b in re.findall(
+        r"(\d+) messages not acknowledged and (\d+) replayed will be sent again", err))
+    c = stats_counters(os.path.join(INST, "r", "forward.stats"))
+    key = f"FORWARD.tcp:127_0_0_1:{port}."
+    if c[key + "reconnects"] < 2 or c[key + "lost"] != 0 or c[key + "sent"] != n:
+        fail(f"counters: {c}")
+    if c[key + "resent"] > resent:
+        fail(f"FORWARD resent {c[key + 'resent']} is more than announced on stderr ({resent})")
+    if dups > resent:
+        fail(f"{dups} duplicates, more than the {resent} messages the forwarder said it would resend")
+    # Duplicates sit right after a reconnect: the lines in file order go back at most by
+    # the window, never further.
+    prev = -1
+    for s in got:
+        if s < prev - (replay + 2000):
+            fail(f"line order went back from {prev} to {s}, beyond the window")
+        prev = max(prev, s)
+    print(f"ok: {n} transactions across a SIGKILL and a SIGTERM of rsyslogd: none lost, "
+          f"{dups} duplicates within the announced window of {resent}")
+
+
+def case_rsyslog_udp():
+    n = 1000
+    ring = create_ring("u", 8 << 20)
+    port = free_port(socket.SOCK_DGRAM)
+    out = os.path.join(WORK, "udp.log")
+    rs = Rsyslog("rs", udp={port: out})
+    rs.start()
+    f = forwarder("udp", ["-t", "10", "--output", "raw", "-i", "ReqURL", f"udp://127.0.0.1:{port}"], "u")
+    write(ring, 0, n, 2000)
+    wait_for(lambda: len(lines(out)) >= n, 60, f"{n} datagrams")
+    stop(f)
+    rs.stop()
+    got = lines(out)
+    host = socket.gethostname()
+    for i, l in enumerate(got):
+        m = re.fullmatch(r"(\S+) ringlog raw +(\d+) ReqURL +c /seq/(\d{6})", l)
+        if not m or int(m.group(3)) != i:
+            fail(f"udp line {i}: {l!r}")
+    if len(got) != n:
+        fail(f"{len(got)} lines for {n} transactions")
+    print(f"ok: {n} raw ReqURL records over UDP to imudp, in order ({host})")
+
+
+def stall_run(policy):
+    n = 4000
+    ring = create_ring(policy, 256 << 10)
+    port = free_port()
+    out = os.path.join(WORK, policy + ".log")
+    stats = os.path.join(INST, policy, "forward.stats")
+    f = forwarder(policy, ["-t", "10", "-F", "%U", "--buffer", "4k", "--stall-fill", "50", "--on-stall", policy,
+                           "--retry-min", "0.05", "--retry-max", "0.2", f"tcp://127.0.0.1:{port}"], policy)
+    written, dropped = write(ring, 0, n, 4000)
+    time.sleep(0.5)
+    c = stats_counters(stats)
+    key = f"FORWARD.tcp:127_0_0_1:{port}."
+    lost = c.get(key + "lost", 0)
+    rs = Rsyslog("rs-" + policy, tcp={port: out})
+    rs.start()
+    if policy == "drop-oldest":
+        if dropped:
+            fail(f"drop-oldest: the writers dropped {dropped} transactions")
+        if not lost or "drop-oldest" not in stderr_of(policy):
+            fail(f"drop-oldest: nothing counted as lost ({c}), stderr: {stderr_of(policy)}")
+        wait_for(lambda: len(lines(out)) >= n - lost, 60, f"{n - lost} lines")
+    else:
+        if lost:
+            fail(f"block-writers: the forwarder gave up {lost} messages")
+        if not dropped or "keeping the pin" not in stderr_of(policy):
+            fail(f"block-writers: the writers dropped nothing ({dropped}), stderr: {stderr_of(policy)}")
+        wait_for(lambda: len(lines(out)) >= n - dropped, 60, f"{n - dropped} lines")
+    stop(f)
+    rs.stop()
+    got = seqs(out)
+    if got != sorted(set(got)):
+        fail(f"{policy}: lines out of order or repeated")
+    c = stats_counters(stats)
+    if c[key + "lost"] + len(got) + dropped != n:
+        fail(f"{policy}: {len(got)} delivered + {c[key + 'lost']} lost + {dropped} dropped by writers != {n}")
+    return len(got), lost, dropped
+
+
+def case_stall():
+    got, lost, dropped = stall_run("drop-oldest")
+    print(f"ok: drop-oldest: {got} delivered, {lost} given up and counted, writers dropped {dropped}")
+    got, lost, dropped = stall_run("block-writers")
+    print(f"ok: block-writers: {got} delivered, forwarder lost {lost}, writers dropped {dropped}")
+
+
+def run(args, timeout=30):
+    return subprocess.run([FWD] + args, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def case_cli():
+    r = run(["--help"])
+    if r.returncode != 0 or "--on-stall" not in r.stdout or "Exit codes" not in r.stdout:
+        fail(f"--help: {r.returncode} {r.stdout}")
+    bad = [[], ["tcp://127.0.0.1"], ["http://x:1"], ["--output", "xml", "tcp://h:1"], ["-F", "%{", "tcp://h:1"],
+           ["--framing", "cr", "tcp://h:1"], ["--on-stall", "wait", "tcp://h:1"], ["--bogus", "tcp://h:1"],
+           ["-q", "ReqURL ~", "tcp://h:1"], ["--buffer", "12q", "tcp://h:1"], ["--output", "json", "-F", "%U", "tcp://h:1"],
+           ["a=tcp://h:1", "a=udp://h:2"], ["--facility", "local9", "tcp://h:1"]]
+    for args in bad:
+        r = run(args)
+        if r.returncode != 2 or "ringlog-forward:" not in r.stderr or "Traceback" in r.stderr:
+            fail(f"{args}: exit {r.returncode}, stderr {r.stderr!r}")
+    r = run(["-n", "nosuch", "-t", "0", "--no-stats", "tcp://127.0.0.1:9"])
+    if r.returncode != 1 or "nosuch" not in r.stderr:
+        fail(f"missing ring: exit {r.returncode}, stderr {r.stderr!r}")
+    # SIGTERM with a collector that never answers: bounded by --flush-timeout, counted.
+    ring = create_ring("c", 1 << 20)
+    port = free_port()
+    f = forwarder("flush", ["-t", "10", "--flush-timeout", "0.5", "--retry-min", "0.05", f"tcp://127.0.0.1:{port}"], "c")
+    write(ring, 0, 10, 0)
+    time.sleep(0.5)
+    rc = stop(f, expect=None)
+    err = stderr_of("flush")
+    if rc != 1 or "10 messages not delivered" not in err:
+        fail(f"flush timeout: exit {rc}, stderr {err!r}")
+    c = stats_counters(os.path.join(INST, "c", "forward.stats"))
+    if c.get(f"FORWARD.tcp:127_0_0_1:{port}.lost") != 10:
+        fail(f"flush timeout counters: {c}")
+    print("ok: usage errors exit 2, a missing ring 1, undelivered messages at exit are counted and exit 1")
+
+
+{"rsyslog_tcp": case_rsyslog_tcp, "rsyslog_restart": case_rsyslog_restart, "rsyslog_udp": case_rsyslog_udp,
+ "stall": case_stall, "cli": case_cli}[CASE]()
+for p in CHILDREN:
+    if p.poll() is None:
+        p.kill()
