@@ -1,0 +1,277 @@
+// ringlog-dump: dumps any ring file (ringlog's, or HAProxy's backing files, like
+// haring) from oldest to newest, describes its header (--info), and repairs what a
+// crash left behind (--repair). Dumping maps the file read-only and never writes.
+//
+// Exit codes (documented in ringlog-dump(1)):
+//   0 clean, 1 damage found (dump: worked around; repair: repaired), 2 bad command line,
+//   3 unrecoverable (unreadable file, not a ring, or repair refused/impossible).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <CLI/CLI.hpp>
+#pragma GCC diagnostic pop
+
+#include "dump.hpp"
+#include "ringlog/ring.hpp"
+
+namespace {
+
+namespace rd = ringlog::dump;
+
+constexpr int kExitClean = 0;
+constexpr int kExitDamaged = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnrecoverable = 3;
+
+struct Fail {
+  std::string msg;
+};
+
+// A file mapped read-only (dump) or read-write (in-place repair), or an aligned copy.
+struct FileBytes {
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  bool mapped = false;
+  std::uint8_t dummy[64] __attribute__((aligned(64))) = {};
+  ~FileBytes() {
+    if (mapped && size) ::munmap(data, size);
+    else if (!mapped && data != dummy) std::free(data);
+  }
+  std::span<std::uint8_t> span() { return {data, size}; }
+};
+
+int open_checked(const std::string& path, int flags, struct stat& st) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Fail{path + ": " + std::strerror(errno)};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Fail{path + ": not a regular file"};
+  }
+  return fd;
+}
+
+void map_file(const std::string& path, bool writable, FileBytes& fb) {
+  struct stat st {};
+  int fd = open_checked(path, writable ? O_RDWR : O_RDONLY, st);
+  fb.size = static_cast<std::size_t>(st.st_size);
+  if (fb.size == 0) {
+    ::close(fd);
+    fb.data = fb.dummy;
+    return;
+  }
+  void* p = ::mmap(nullptr, fb.size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) throw Fail{path + ": cannot map: " + std::strerror(e)};
+  fb.data = static_cast<std::uint8_t*>(p);
+  fb.mapped = true;
+}
+
+void copy_file(const std::string& path, FileBytes& fb, mode_t& mode) {
+  struct stat st {};
+  int fd = open_checked(path, O_RDONLY, st);
+  mode = st.st_mode & 07777;
+  fb.size = static_cast<std::size_t>(st.st_size);
+  if (fb.size == 0) {
+    ::close(fd);
+    fb.data = fb.dummy;
+    return;
+  }
+  fb.data = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (fb.size + 4095) / 4096 * 4096));
+  if (!fb.data) {
+    ::close(fd);
+    throw Fail{path + ": out of memory for a copy"};
+  }
+  std::size_t got = 0;
+  while (got < fb.size) {
+    ssize_t n = ::pread(fd, fb.data + got, fb.size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      throw Fail{path + ": read: " + (n == 0 ? std::string("file shrank") : std::strerror(e))};
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+void write_file(const std::string& path, std::span<const std::uint8_t> bytes, mode_t mode) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Fail{tmp + ": " + std::strerror(errno)};
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Fail{tmp + ": write: " + std::strerror(e)};
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw Fail{path + ": " + std::strerror(e)};
+  }
+}
+
+void out(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringlog-dump - dump and repair ring files (ringlog's and HAProxy's), live or after a crash",
+               "ringlog-dump"};
+  std::string file, layout_arg, output;
+  bool raw = false, records = false, lf = false, info = false, json = false, scan = false, force = false;
+  bool do_repair = false, in_place = false, version = false;
+  app.add_option("FILE", file, "Ring file (or instance name under $RINGLOG_DIR)")->type_name("FILE");
+  app.add_flag("-r,--raw", raw, "Print message payloads, one per line (the default for HAProxy rings)");
+  app.add_flag("-d,--records", records, "Decode records and print them like 'ringlog -g raw' (the default for ringlog rings)");
+  app.add_flag("-l", lf, "Replace LF inside payloads by CR VT, to keep one message per line (as haring -l)");
+  app.add_flag("-i,--info", info, "Describe the header: layout, sizes, head, tail, lock, writers, readers, counters");
+  app.add_flag("-j,--json", json, "Print messages, --info or the repair report as JSON");
+  app.add_flag("-s,--scan", scan, "After damage, scan for the next message boundary and go on (haring -r)");
+  app.add_flag("-f,--force", force, "Read a file whose sizes do not match its layout, or force --layout on it");
+  app.add_option("--layout", layout_arg, "Read the file with this layout: ringlog, haproxy-v1, haproxy-v2, haproxy-v2a")
+      ->type_name("LAYOUT");
+  app.add_flag("--repair", do_repair, "Repair the ring: into a copy (-o) or in place (--in-place)");
+  app.add_option("-o,--output", output, "With --repair: write the repaired copy to this path")->type_name("OUT");
+  app.add_flag("--in-place", in_place, "With --repair: repair the file itself (refused while a writer is alive)");
+  app.add_flag("-V,--version", version, "Print the version and exit");
+  app.footer(
+      "Dumping maps the file read-only and never writes to it. Layouts are detected: ringlog\n"
+      "rings by their magic, HAProxy backing files (2.x 'struct buffer', 3.x 'size, rsvd, tail,\n"
+      "head', unaligned or cache-aligned) as haring does.\n"
+      "Exit codes: 0 clean, 1 damage found (dump: skipped, repair: repaired), 2 bad command line,\n"
+      "3 unrecoverable (unreadable, not a ring, repair refused or impossible).");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return kExitClean;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ringlog-dump: " << e.what() << "\nRun 'ringlog-dump --help' for the options.\n";
+    return kExitUsage;
+  }
+  auto usage_error = [](const std::string& msg) {
+    std::cerr << "ringlog-dump: " << msg << "\nRun 'ringlog-dump --help' for the options.\n";
+    return kExitUsage;
+  };
+  if (version) {
+    std::cout << "ringlog-dump (ringlog) 0.1.0\n";
+    return kExitClean;
+  }
+  if (file.empty()) return usage_error("no ring file given");
+  if (raw && records) return usage_error("--raw and --records exclude each other");
+  std::optional<rd::Layout> layout;
+  if (!layout_arg.empty()) {
+    layout = rd::layout_by_name(layout_arg);
+    if (!layout) return usage_error("--layout: expected ringlog, haproxy-v1, haproxy-v2 or haproxy-v2a, got '" + layout_arg + "'");
+  }
+  if (!do_repair && (in_place || !output.empty())) return usage_error("-o and --in-place go with --repair");
+  if (do_repair) {
+    if (in_place == !output.empty()) return usage_error("--repair needs either -o OUT or --in-place");
+    if (info || raw || records || lf || scan) return usage_error("--repair does not dump: drop --info, --raw, --records, -l, --scan");
+  }
+  std::string path = ringlog::resolve_ring_path(file);
+
+  try {
+    if (do_repair) {
+      FileBytes fb;
+      mode_t mode = 0640;
+      if (in_place) {
+        map_file(path, true, fb);
+      } else {
+        struct stat a {}, b {};
+        if (::stat(path.c_str(), &a) == 0 && ::stat(output.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino)
+          return usage_error("-o names the ring itself; use --in-place to repair it in place");
+        copy_file(path, fb, mode);
+      }
+      rd::Image img;
+      std::string why = rd::parse(fb.span(), layout, force, img);
+      if (!why.empty()) throw Fail{path + ": " + why};
+      for (auto& w : img.warnings) std::cerr << "ringlog-dump: warning: " << w << "\n";
+      rd::RepairReport rep;
+      std::string err;
+      rd::RepairStatus st = rd::repair(img, rd::RepairOptions{.in_place = in_place}, rep, err);
+      if (st == rd::RepairStatus::refused || st == rd::RepairStatus::unrecoverable) {
+        std::cerr << "ringlog-dump: " << path << ": "
+                  << (st == rd::RepairStatus::refused ? "repair refused: " : "cannot repair: ") << err << "\n";
+        return kExitUnrecoverable;
+      }
+      if (in_place) {
+        if (fb.mapped && ::msync(fb.data, fb.size, MS_SYNC) != 0) throw Fail{path + ": msync: " + std::strerror(errno)};
+      } else {
+        write_file(output, fb.span(), mode);
+      }
+      out(rd::format_report(rep, json));
+      std::fflush(stdout);
+      return st == rd::RepairStatus::repaired ? kExitDamaged : kExitClean;
+    }
+
+    FileBytes fb;
+    map_file(path, false, fb);
+    rd::Image img;
+    std::string why = rd::parse(fb.span(), layout, force, img);
+    if (!why.empty()) throw Fail{path + ": " + why};
+    for (auto& w : img.warnings) std::cerr << "ringlog-dump: warning: " << w << "\n";
+    rd::WalkResult w = rd::walk(img, rd::WalkOptions{.scan = scan});
+    bool damaged = !w.complete || !w.skipped.empty() || w.head_rebuilt;
+    if (img.locked && img.layout == rd::Layout::ringlog) {
+      std::uint64_t owner = img.hdr().owner.load(std::memory_order_relaxed);
+      auto pid = static_cast<std::uint32_t>(owner >> 32);
+      auto slot = static_cast<std::uint32_t>(owner & 0xffffffffu) - 1;
+      std::uint64_t st = slot < ringlog::format::kWriterSlots ? img.hdr().writers[slot].start_time : 0;
+      if (!pid || !rd::alive(pid, st)) damaged = true;
+    }
+    if (info) {
+      out(rd::format_info(img, w, json));
+    } else {
+      rd::PrintOptions po;
+      po.mode = raw ? rd::Mode::raw : records ? rd::Mode::records
+                                              : (img.layout == rd::Layout::ringlog ? rd::Mode::records : rd::Mode::raw);
+      po.lf_remap = lf;
+      po.json = json;
+      out(rd::format_messages(img, w, po));
+    }
+    if (std::fflush(stdout) != 0) throw Fail{std::string("write: ") + std::strerror(errno)};
+    // What was worked around goes to stderr, so stdout stays the messages.
+    if (!img.positions_ok) std::cerr << "ringlog-dump: " << path << ": " << img.positions_why << "\n";
+    if (w.head_rebuilt) std::cerr << "ringlog-dump: " << path << ": head rebuilt by scanning: starting at " << w.start << "\n";
+    for (auto& s : w.skipped)
+      std::cerr << "ringlog-dump: " << path << ": skipped " << (s.end - s.pos) << " bytes at " << s.pos << ": " << s.why << "\n";
+    if (w.lost_bytes) std::cerr << "ringlog-dump: " << path << ": " << w.lost_bytes << " bytes overwritten by writers while reading\n";
+    if (!w.complete)
+      std::cerr << "ringlog-dump: " << path << ": stopped before the tail: " << w.stop_reason
+                << " (--scan skips damage; --repair fixes the file)\n";
+    return damaged ? kExitDamaged : kExitClean;
+  } catch (const Fail& f) {
+    std::cerr << "ringlog-dump: " << f.msg << "\n";
+    return kExitUnrecoverable;
+  } catch (const std::exception& e) {
+    std::cerr << "ringlog-dump: " << path << ": " << e.what() << "\n";
+    return kExitUnrecoverable;
+  }
+}
