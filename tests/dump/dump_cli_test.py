@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""ringlog-dump's command line: dump modes, --info, --json, exit codes, bad input,
+read-only dumping, and --repair (copy and in place) of crash states made by editing
+a ring's bytes at the offsets of docs/FORMAT.md.
+Usage: dump_cli_test.py RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+HEADER = 24576
+TAIL, OWNER, OWNER_SAVED_RC, HEAD = 64, 112, 120, 128
+WRITERS, READERS, SLOT = 4096, 20480, 64
+LOCK = 1 << 63
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(tool, *args):
+    return subprocess.run([tool, *args], capture_output=True, timeout=60)
+
+
+def u64(buf, off):
+    return struct.unpack_from("<Q", buf, off)[0]
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def main():
+    tool, writer, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    ring = os.path.join(work, "ring")
+    lines = ["first line", "second\nwith a newline", "third \u00e9t\u00e9", "x" * 300]
+    subprocess.run([writer, ring, "8192", *lines], check=True, timeout=30)
+
+    # -- dump modes
+    r = run(tool, "--raw", ring)
+    check(r.returncode == 0, f"--raw exit {r.returncode}: {r.stderr}")
+    check(r.stdout.decode() == "".join(l + "\n" for l in lines), f"--raw output {r.stdout!r}")
+    r = run(tool, "-r", "-l", ring)
+    check(r.stdout.decode().split("\n")[1] == "second\r\vwith a newline", f"-l output {r.stdout!r}")
+    j = json.loads(run(tool, "-r", "--json", ring).stdout)
+    check([m["payload"] for m in j["messages"]][:2] == lines[:2] and j["complete"], f"--json {j}")
+    info = run(tool, "--info", ring)
+    check(info.returncode == 0 and b"layout               ringlog" in info.stdout, f"--info {info.stdout!r}")
+    ji = json.loads(run(tool, "-i", "-j", ring).stdout)
+    check(ji["layout"] == "ringlog" and ji["messages"] == 4 and ji["header_len"] == HEADER
+          and ji["counters"]["msgs_written"] == 4 and ji["locked"] is False, f"--info --json {ji}")
+
+    # Records print like `ringlog -g raw` (vxid right-aligned, tag, c, payload).
+    rec = os.path.join(work, "records")
+    subprocess.run([writer, rec, "8192", "--records", "/a", "/b"], check=True, timeout=30)
+    out = run(tool, rec).stdout.decode().splitlines()
+    check(len(out) == 2 and out[0].split() == ["1004", "ReqURL", "c", "/a"], f"records {out}")
+    jr = json.loads(run(tool, "--records", "--json", rec).stdout)
+    check(jr["records"][1]["tag"] == "ReqURL" and jr["records"][1]["payload"] == "/b", f"records json {jr}")
+
+    # -- dumping never writes: a read-only file, unchanged bytes and mtime.
+    before = hashlib.sha256(open(ring, "rb").read()).hexdigest()
+    mtime = os.stat(ring).st_mtime_ns
+    os.chmod(ring, 0o444)
+    r = run(tool, "-r", ring)
+    check(r.returncode == 0, f"dump of a read-only file: {r.returncode} {r.stderr}")
+    os.chmod(ring, 0o644)
+    check(hashlib.sha256(open(ring, "rb").read()).hexdigest() == before and os.stat(ring).st_mtime_ns == mtime,
+          "dump changed the file")
+
+    # -- usage errors (2) and unreadable input (3)
+    for args in (["--bogus", ring], [], ["--raw", "--records", ring], ["--repair", ring],
+                 ["--repair", "-o", os.path.join(work, "x"), "--in-place", ring], ["-o", "x", ring],
+                 ["--layout", "nonsense", ring], ["--repair", "-o", ring, ring]):
+        r = run(tool, *args)
+        check(r.returncode == 2 and r.stderr, f"{args}: exit {r.returncode} (want 2)")
+    garbage = os.path.join(work, "garbage")
+    with open(garbage, "wb") as f:
+        f.write(os.urandom(5000))
+    empty = os.path.join(work, "empty")
+    open(empty, "wb").close()
+    for path in (os.path.join(work, "missing"), garbage, empty, work):
+        r = run(tool, path)
+        check(r.returncode == 3 and r.stderr.startswith(b"ringlog-dump: "), f"{path}: exit {r.returncode} {r.stderr}")
+    check(run(tool, "--help").returncode == 0, "--help")
+
+    # -- a crash state: the tail locked by a dead writer that had tagged the tail.
+    crashed = os.path.join(work, "crashed")
+    shutil.copy(ring, crashed)
+    with open(crashed, "r+b") as f:
+        buf = bytearray(f.read())
+        dead = dead_pid()
+        tail = u64(buf, TAIL)
+        struct.pack_into("<I", buf, WRITERS + 5 * SLOT, dead)
+        struct.pack_into("<Q", buf, OWNER, dead << 32 | 6)
+        struct.pack_into("<I", buf, OWNER_SAVED_RC, 0)
+        buf[HEADER + (tail - 1) % 8192] = 0xFF
+        struct.pack_into("<Q", buf, TAIL, tail | LOCK)
+        # and a dead pinned reader holding the head
+        struct.pack_into("<I", buf, READERS + 3 * SLOT, dead)
+        struct.pack_into("<Q", buf, READERS + 3 * SLOT + 16, u64(buf, HEAD))
+        buf[HEADER + u64(buf, HEAD) % 8192] = 1
+        f.seek(0)
+        f.write(buf)
+    r = run(tool, "-r", crashed)
+    check(r.returncode == 1 and r.stdout.decode() == "".join(l + "\n" for l in lines),
+          f"dump of a stale lock: {r.returncode} {r.stdout!r}")
+    ji = json.loads(run(tool, "-i", "-j", crashed).stdout)
+    check(ji["locked"] and ji["lock_owner"]["pid"] == dead and not ji["lock_owner"]["alive"]
+          and ji["readers"][0]["alive"] is False, f"--info of a crash: {ji}")
+    fixed = os.path.join(work, "fixed")
+    rep = run(tool, "--repair", "-j", "-o", fixed, crashed)
+    jr = json.loads(rep.stdout)
+    check(rep.returncode == 1 and jr["kept_msgs"] == 4 and any("stale tail lock" in x for x in jr["fixed"])
+          and any("reader slot 3" in x for x in jr["fixed"]), f"repair -o: {rep.returncode} {jr}")
+    check(run(tool, "-r", fixed).returncode == 0, "the repaired copy is not clean")
+    check(run(tool, "--repair", "-o", os.path.join(work, "again"), fixed).returncode == 0, "a clean ring repairs to 0")
+    rep = run(tool, "--repair", "--in-place", crashed)
+    check(rep.returncode == 1 and b"kept 4 messages" in rep.stdout, f"--in-place: {rep.returncode} {rep.stdout!r}")
+    r = run(tool, "-r", crashed)
+    check(r.returncode == 0 and r.stdout.decode() == "".join(l + "\n" for l in lines), "in-place result")
+
+    # -- in place is refused while a writer recorded in the file is alive.
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        busy = os.path.join(work, "busy")
+        shutil.copy(ring, busy)
+        with open(busy, "r+b") as f:
+            f.seek(WRITERS)
+            f.write(struct.pack("<IIQ", live.pid, 0, 0))  # start time 0: judged by pid only
+        r = run(tool, "--repair", "--in-place", busy)
+        check(r.returncode == 3 and str(live.pid).encode() in r.stderr, f"live writer: {r.returncode} {r.stderr}")
+    finally:
+        live.kill()
+        live.wait()
+
+    # -- damaged framing: the dump stops (1), --scan goes on, repair pads the damage.
+    damaged = os.path.join(work, "damaged")
+    shutil.copy(ring, damaged)
+    with open(damaged, "r+b") as f:
+        head = u64(bytearray(f.read(HEADER)), HEAD)
+        second = head + 1 + 1 + len(lines[0])  # RC of the second message
+        f.seek(HEADER + second % 8192 + 1)
+        f.write(b"\xf5\xff\xff\xff")
+    r = run(tool, "-r", damaged)
+    check(r.returncode == 1 and r.stdout.decode() == lines[0] + "\n" and b"stopped before the tail" in r.stderr,
+          f"damaged dump: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    r = run(tool, "-r", "--scan", damaged)
+    check(r.returncode == 1 and r.stdout.decode().splitlines()[-1] == lines[-1], f"--scan: {r.stdout!r}")
+    rep = run(tool, "--repair", "--in-place", damaged)
+    check(rep.returncode == 1 and run(tool, "-r", damaged).returncode == 0, f"repair of damage: {rep.stdout!r}")
+
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(failures)} failures" if failures else "ringlog-dump command line: all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+// ringlog-dump core: layout detection (ringlog, HAProxy v1/v2/v2a), the message walk,
+// and repair of each state a crash can leave (stale lock, torn batch, dead reader,
+// damaged head, damaged framing), checked against rings built byte by byte.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include "dump_test_util.hpp"
+#include "ringlog/group.hpp"
+#include "ringlog/printer.hpp"
+#include "ringlog/record.hpp"
+#include "test_util.hpp"
+
+using namespace ringlog;
+using namespace ringlog::test;
+namespace rd = ringlog::dump;
+
+namespace {
+
+std::unique_ptr<Bytes> fresh_ring(std::uint64_t area = 8192) {
+  ScratchPath p("dump");
+  { Ring::create(p, {.area_size = area}); }
+  return slurp(p);
+}
+
+rd::Image parsed(Bytes& b) {
+  rd::Image img;
+  std::string e = rd::parse(b.span(), std::nullopt, false, img);
+  EXPECT_EQ(e, "");
+  return img;
+}
+
+rd::WalkResult walk_of(Bytes& b, bool scan = false) {
+  rd::Image img = parsed(b);
+  return rd::walk(img, {.scan = scan});
+}
+
+rd::RepairStatus repair_of(Bytes& b, rd::RepairReport& rep, bool in_place = false) {
+  rd::Image img = parsed(b);
+  std::string err;
+  auto st = rd::repair(img, {.in_place = in_place}, rep, err);
+  if (st == rd::RepairStatus::unrecoverable) ADD_FAILURE() << err;
+  return st;
+}
+
+bool report_mentions(const rd::RepairReport& r, const std::string& s) {
+  for (auto& f : r.fixed)
+    if (f.find(s) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(DumpWalk, MatchesTheLibraryReaderAfterManyWraps) {
+  ScratchPath p("wrap");
+  std::vector<std::string> written;
+  {
+    Ring r = Ring::create(p, {.area_size = 4096});
+    for (int i = 0; i < 500; ++i) {
+      std::string s = "message " + std::to_string(i) + std::string(static_cast<std::size_t>(i % 90), 'x');
+      ASSERT_EQ(r.write(s), WriteStatus::ok);
+      written.push_back(s);
+    }
+  }
+  auto b = slurp(p);
+  rd::WalkResult w = walk_of(*b);
+  EXPECT_TRUE(w.complete) << w.stop_reason;
+  std::vector<std::string> got = payloads(w);
+  ASSERT_GT(got.size(), 10u);
+  // The newest messages, in order, exactly.
+  std::vector<std::string> tail(written.end() - static_cast<long>(got.size()), written.end());
+  EXPECT_EQ(got, tail);
+  // The same as a passive reader from the oldest.
+  Reader rdr = Reader::open(p, {.start = StartAt::oldest});
+  std::vector<std::string> lib;
+  std::vector<std::byte> buf;
+  while (rdr.next(buf).status == ReadStatus::message) lib.emplace_back(reinterpret_cast<char*>(buf.data()), buf.size());
+  EXPECT_EQ(got, lib);
+}
+
+TEST(DumpWalk, RecordsPrintLikeGroupRaw) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  std::uint8_t hdr[kBatchHeaderMax], rec[kRecordHeaderMax];
+  std::string msg(reinterpret_cast<char*>(hdr), encode_batch_header(hdr, 32770, VxidKind::client, kBatchFirst));
+  std::string url = "/index.html";
+  msg.append(reinterpret_cast<char*>(rec), encode_record_header(rec, Tag::ReqURL, url.size(), false));
+  msg += url;
+  rr.append(msg);
+  rr.append("ringlog: 3 messages (60 bytes) dropped", format::MsgKind::notice);
+  rd::Image img = parsed(*b);
+  rd::WalkResult w = rd::walk(img, {});
+  ASSERT_EQ(w.messages.size(), 2u);
+  std::string out = rd::format_messages(img, w, {.mode = rd::Mode::records});
+  std::string want;
+  Grouper g(GroupOptions{.mode = Grouping::raw}, [&](const Group& gr) { print_group(want, gr); });
+  g.feed(std::as_bytes(std::span(msg.data(), msg.size())), Grouper::Clock::now());
+  g.notice("ringlog: 3 messages (60 bytes) dropped", Grouper::Clock::now());
+  g.flush();
+  EXPECT_EQ(out, want);
+  EXPECT_NE(out.find("ReqURL"), std::string::npos);
+  EXPECT_NE(out.find("/index.html"), std::string::npos);
+}
+
+TEST(DumpOutput, LfRemapAndJsonEscapes) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("two\nlines");
+  rr.append(std::string("q\"\\\x01\xff", 5));
+  rd::Image img = parsed(*b);
+  rd::WalkResult w = rd::walk(img, {});
+  EXPECT_EQ(rd::format_messages(img, w, {.lf_remap = true}), std::string("two\r\vlines\nq\"\\\x01\xff\n", 17));
+  std::string j = rd::format_messages(img, w, {.json = true});
+  EXPECT_NE(j.find(R"("payload":"two\nlines")"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("payload":"q\"\\\u0001\u00ff")"), std::string::npos) << j;
+}
+
+TEST(DumpLayouts, HaproxyV2UnalignedAndAlignedWithWrapAndLock) {
+  std::vector<std::string> msgs = {"first", "second message", std::string(300, 'z'), "last"};
+  for (bool aligned : {false, true}) {
+    auto b = hap_v2(aligned, 1024, 900, msgs, /*locked=*/true);  // wraps past the end
+    rd::Image img;
+    ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");
+    EXPECT_EQ(img.layout, aligned ? rd::Layout::haproxy_v2a : rd::Layout::haproxy_v2);
+    EXPECT_EQ(img.header_len, aligned ? 192u : 32u);
+    EXPECT_TRUE(img.locked);
+    rd::WalkResult w = rd::walk(img, {});
+    EXPECT_TRUE(w.complete) << w.stop_reason;
+    EXPECT_EQ(payloads(w), msgs);
+    // Repair clears the lock bit and nothing else.
+    rd::RepairReport rep;
+    std::string err;
+    EXPECT_EQ(rd::repair(img, {}, rep, err), rd::RepairStatus::repaired) << err;
+    EXPECT_TRUE(report_mentions(rep, "tail lock"));
+    rd::Image again;
+    ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, again), "");
+    EXPECT_FALSE(again.locked);
+    EXPECT_EQ(payloads(rd::walk(again, {})), msgs);
+  }
+}
+
+TEST(DumpLayouts, HaproxyV1FromTheAreaPointer) {
+  std::vector<std::string> msgs = {"hello /p1", "hello /p2"};
+  auto b = hap_v1(72, 4096 - 72, 4000, msgs);
+  rd::Image img;
+  ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");
+  EXPECT_EQ(img.layout, rd::Layout::haproxy_v1);
+  EXPECT_EQ(img.header_len, 72u);
+  EXPECT_EQ(payloads(rd::walk(img, {})), msgs);
+}
+
+TEST(DumpLayouts, MismatchedSizesNeedForce) {
+  auto b = hap_v1(72, 2048, 0, {"a"});  // header + size < file size
+  Bytes big(b->n + 100);
+  std::memcpy(big.p, b->p, b->n);
+  rd::Image img;
+  std::string e = rd::parse(big.span(), std::nullopt, false, img);
+  EXPECT_NE(e.find("-f"), std::string::npos) << e;
+  EXPECT_EQ(rd::parse(big.span(), std::nullopt, true, img), "");
+  EXPECT_FALSE(img.warnings.empty());
+  EXPECT_EQ(payloads(rd::walk(img, {})), std::vector<std::string>{"a"});
+  // A forced layout on a ringlog file needs -f too.
+  auto r = fresh_ring();
+  EXPECT_NE(rd::parse(r->span(), rd::Layout::haproxy_v2, false, img), "");
+}
+
+TEST(DumpLayouts, GarbageIsRefusedWithAReason) {
+  for (std::size_t n : {0u, 7u, 31u, 100u, 5000u}) {
+    Bytes b(n);
+    for (std::size_t i = 0; i < n; ++i) b.p[i] = static_cast<std::uint8_t>(i * 37 + 11);
+    rd::Image img;
+    std::string e = rd::parse(b.span(), std::nullopt, false, img);
+    if (e.empty()) (void)rd::walk(img, {.scan = true});  // must end, whatever it finds
+    else EXPECT_NE(e.find("not a ringlog ring"), std::string::npos) << e;
+  }
+}
+
+TEST(DumpRepair, CleanRingIsLeftByteForByte) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  for (int i = 0; i < 20; ++i) rr.append("m" + std::to_string(i));
+  std::vector<std::uint8_t> before(b->p, b->p + b->n);
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::clean);
+  EXPECT_EQ(rep.kept_msgs, 20u);
+  EXPECT_EQ(std::vector<std::uint8_t>(b->p, b->p + b->n), before);
+}
+
+TEST(DumpRepair, TornBatchOfADeadWriterIsSkippedThenPadded) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("before 1");
+  rr.append("before 2");
+  // A dead writer reserved a batch, copied half of it and died before exposing it.
+  std::uint64_t t = rr.tail();
+  std::uint32_t dead = dead_pid();
+  std::uint64_t x = rr.append("torn message that was never exposed", format::MsgKind::data, 6);
+  ASSERT_EQ(x, t - 1);
+  rr.at(x) = format::kRcWriting;
+  auto& ws = rr.h.writers[7];
+  ws.pid = dead;
+  ws.inflight_pos = x + 1;
+  ws.inflight_end = rr.tail();
+  ws.saved_rc = 0;
+  rr.append("after 1");
+  rr.append("after 2");
+
+  rd::WalkResult w = walk_of(*b);
+  EXPECT_TRUE(w.complete) << w.stop_reason;
+  EXPECT_EQ(payloads(w), (std::vector<std::string>{"before 1", "before 2", "after 1", "after 2"}));
+  ASSERT_EQ(w.skipped.size(), 1u);
+  EXPECT_NE(w.skipped[0].why.find("torn batch of dead writer"), std::string::npos);
+
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_EQ(rep.torn_batches, 1u);
+  EXPECT_EQ(rep.kept_msgs, 4u);
+  EXPECT_EQ(rep.discarded_msgs, 1u);
+  EXPECT_EQ(rr.at(x), 0);
+  EXPECT_EQ(rr.h.writers[7].pid.load(), 0u);
+  EXPECT_EQ(rr.h.torn_discarded.load(), 1u);
+  rd::WalkResult w2 = walk_of(*b);
+  EXPECT_TRUE(w2.complete);
+  EXPECT_TRUE(w2.skipped.empty());
+  EXPECT_EQ(payloads(w2), payloads(w));
+  EXPECT_GE(w2.pads, 1u);
+  // The library's own reader agrees.
+  ScratchPath p("torn");
+  {
+    FILE* f = std::fopen(p.str().c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::fwrite(b->p, 1, b->n, f);
+    std::fclose(f);
+  }
+  Reader rdr = Reader::open(p, {.start = StartAt::oldest});
+  std::vector<std::byte> buf;
+  int n = 0;
+  while (rdr.next(buf).status == ReadStatus::message) ++n;
+  EXPECT_EQ(n, 4);
+}
+
+TEST(DumpRepair, StaleLockOfADeadOwnerIsCleared) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("a");
+  rr.append("b");
+  std::uint32_t dead = dead_pid();
+  std::uint64_t t = rr.tail();
+  rr.h.writers[3].pid = dead;
+  rr.h.owner = format::owner_word(dead, 3);
+  rr.h.owner_saved_rc = 0;
+  rr.at(t - 1) = format::kRcWriting;  // it had tagged the tail
+  rr.h.tail = t | format::kTailLock;
+
+  rd::Image img = parsed(*b);
+  EXPECT_TRUE(img.locked);
+  rd::WalkResult w = rd::walk(img, {});
+  EXPECT_TRUE(w.complete);
+  EXPECT_EQ(payloads(w), (std::vector<std::string>{"a", "b"}));
+  EXPECT_NE(rd::format_info(img, w, false).find("dead"), std::string::npos);
+
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_TRUE(report_mentions(rep, "stale tail lock of pid " + std::to_string(dead)));
+  EXPECT_EQ(rr.h.tail.load(), t);
+  EXPECT_EQ(rr.h.owner.load(), 0u);
+  EXPECT_EQ(rr.at(t - 1), 0);
+  EXPECT_EQ(rr.h.writers[3].pid.load(), 0u);
+  // A writer can use the ring again.
+  ScratchPath p("lock");
+  {
+    FILE* f = std::fopen(p.str().c_str(), "wb");
+    std::fwrite(b->p, 1, b->n, f);
+    std::fclose(f);
+  }
+  Ring r = Ring::open(p);
+  EXPECT_EQ(r.write("c"), WriteStatus::ok);
+}
+
+TEST(DumpRepair, DeadReadersLoseTheirPins) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  std::uint64_t first = rr.append("held");
+  rr.append("next");
+  std::uint32_t dead = dead_pid();
+  rr.h.readers[2].pid = dead;
+  rr.h.readers[2].mode = 1;
+  rr.h.readers[2].pos = first;
+  rr.at(first) = 1;
+  rr.at(rr.tail() - 1) = 1;  // a leaked count of a reader that died while moving
+  rr.h.pinned = 1;
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_TRUE(report_mentions(rep, "reader slot 2 of dead pid"));
+  EXPECT_TRUE(report_mentions(rep, "readers-count"));
+  EXPECT_EQ(rr.at(first), 0);
+  EXPECT_EQ(rr.at(rr.tail() - 1), 0);
+  EXPECT_EQ(rr.h.readers[2].pid.load(), 0u);
+  EXPECT_EQ(rr.h.pinned.load(), 0u);
+}
+
+TEST(DumpRepair, UntrustworthyHeadIsRebuiltByScanning) {
+  auto b = fresh_ring(4096);
+  RawRing rr(*b);
+  for (int i = 0; i < 10; ++i) rr.append("msg " + std::to_string(i));
+  rr.h.head = rr.tail() + 12345;  // nonsense
+  rd::Image img;
+  ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");
+  EXPECT_FALSE(img.positions_ok);
+  rd::WalkResult w = rd::walk(img, {});
+  EXPECT_TRUE(w.head_rebuilt);
+  EXPECT_EQ(w.messages.size(), 10u);
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_TRUE(report_mentions(rep, "rebuilt by scanning"));
+  EXPECT_EQ(rr.h.head.load(), 0u);
+  EXPECT_EQ(rep.kept_msgs, 10u);
+}
+
+TEST(DumpRepair, DamagedFramingStopsTheDumpAndIsPaddedByRepair) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("A");
+  std::uint64_t bad = rr.append(std::string(40, '\xff'));
+  rr.append("C");
+  rr.append("D");
+  rr.at(bad + 1) = 0xF5;  // a varint that now claims a huge length
+  rr.at(bad + 2) = 0xFF;
+  rr.at(bad + 3) = 0xFF;
+  rd::WalkResult w = walk_of(*b);
+  EXPECT_FALSE(w.complete);
+  EXPECT_EQ(payloads(w), std::vector<std::string>{"A"});
+  rd::WalkResult s = walk_of(*b, /*scan=*/true);
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(payloads(s), (std::vector<std::string>{"A", "C", "D"}));
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_EQ(rep.kept_msgs, 3u);
+  EXPECT_EQ(rep.discarded_msgs, 1u);
+  rd::WalkResult after = walk_of(*b);
+  EXPECT_TRUE(after.complete);
+  EXPECT_EQ(payloads(after), (std::vector<std::string>{"A", "C", "D"}));
+}
+
+TEST(DumpRepair, HaproxyDamageMovesHeadPastIt) {
+  auto b = hap_v2(false, 2048, 10, {"old 1", "old 2", "new 1", "new 2"});
+  // Break "old 2"'s length: HAProxy readers know no pad, so head moves past it.
+  std::size_t p = 32 + 10 + 7;  // RC of "old 2"
+  b->p[p] = 0xFF;
+  b->p[p + 1] = 0xFF;
+  rd::Image img;
+  ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");
+  rd::RepairReport rep;
+  std::string err;
+  EXPECT_EQ(rd::repair(img, {}, rep, err), rd::RepairStatus::repaired) << err;
+  rd::Image again;
+  ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, again), "");
+  rd::WalkResult w = rd::walk(again, {});
+  EXPECT_TRUE(w.complete);
+  EXPECT_EQ(payloads(w), (std::vector<std::string>{"new 1", "new 2"}));
+}
+
+TEST(DumpRepair, InPlaceIsRefusedWhileAWriterLives) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("x");
+  pid_t child = fork_child();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  rr.h.writers[0].pid = static_cast<std::uint32_t>(child);
+  rr.h.writers[0].start_time = process_start_time(child);
+  rd::RepairReport rep;
+  rd::Image img = parsed(*b);
+  std::string err;
+  EXPECT_EQ(rd::repair(img, {.in_place = true}, rep, err), rd::RepairStatus::refused);
+  EXPECT_NE(err.find(std::to_string(child)), std::string::npos) << err;
+  // A copy may still be made: the live writer's slot is not carried into it.
+  EXPECT_EQ(rd::repair(img, {.in_place = false}, rep, err), rd::RepairStatus::repaired) << err;
+  EXPECT_EQ(rr.h.writers[0].pid.load(), 0u);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
