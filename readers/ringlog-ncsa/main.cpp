@@ -14,12 +14,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
+#include <utility>
 
 // GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
 #pragma GCC diagnostic push
@@ -229,12 +230,17 @@ int main(int argc, char** argv) {
   tool::install_signal_handlers();
 
   const ringlog::NcsaSides sides{.client = want_client || !want_backend, .backend = want_backend};
+  // With both sides the loop selects every group, sessions included: count -k here,
+  // in transactions that gave a line, as varnishncsa does.
+  std::uint64_t own_limit = 0, logged = 0;
+  if (want_client && want_backend && ro.mode == ringlog::Grouping::vxid) std::swap(own_limit, ro.limit);
   int rc = tool::kExitOk;
   try {
     tool::ReaderLoop loop(ro, kName);
     loop.on_group([&](const ringlog::Group& g) {
-      fmt->format_group(g, sides, out->buffer());
+      std::size_t n = fmt->format_group(g, sides, out->buffer());
       if (out->buffer().size() >= 64 * 1024) out->flush();
+      if (own_limit && n && ++logged >= own_limit) loop.stop();
     });
     auto housekeeping = [&] {
       out->flush();

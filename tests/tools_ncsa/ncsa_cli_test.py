@@ -163,6 +163,8 @@ check(r.returncode == 0 and r.stdout == outs["default.txt"], "-n with an instanc
 # ---- selection options -----------------------------------------------------------------------
 r = ncsa("-n", "fixed", "-d", "-k", "2", "-F", "%U")
 check(r.stdout == b"/index.html\n/img.png\n", f"-k 2: {r.stdout!r}")
+r = ncsa("-n", "fixed", "-d", "-c", "-b", "-k", "3", "-F", "%{ringlog:side}x %U")
+check(r.stdout == b"c /index.html\nb /img.png\nc /img.png\n", f"-c -b -k 3: three transactions ({r.stdout!r})")
 r = ncsa("-n", "fixed", "-d", "-q", "RespStatus >= 400", "-F", "%s %U")
 check(r.returncode == 0 and r.stdout == b"400 /../etc/passwd\n", f"-q: {r.stdout!r} {r.stderr!r}")
 r = ncsa("-n", "fixed", "-d", "-q", "RespStatus == 201", "-q", "ReqMethod eq HEAD", "-F", "%m %s")

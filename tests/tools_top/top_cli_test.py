@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""ringlog-top -1 against a writer with known transactions: the dump compared with
+golden files for the default and for every filter and option (-f -i -x -I -X -c -b -q
+-Q -g -k -R -T -L -r --pinned -p), plus the error paths and their exit codes (1 runtime,
+2 usage), never a crash.
+
+usage: top_cli_test.py RINGLOG_TOP WRITER WORKDIR GOLDEN_DIR
+Set UPDATE_GOLDEN=1 to rewrite the golden files (then review them by hand).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+TOP, WRITER, WORK, GOLDEN = sys.argv[1:5]
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+ENV = dict(os.environ, RINGLOG_DIR=WORK)
+failures = []
+
+
+def check(cond, what, detail=None):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+        if detail is not None:
+            print("----\n" + str(detail) + "\n----", flush=True)
+
+
+def top(*args, timeout=30, stdin=None):
+    return subprocess.run([TOP, *args], capture_output=True, env=ENV, timeout=timeout, stdin=stdin)
+
+
+def golden(name, out):
+    path = os.path.join(GOLDEN, name)
+    if UPDATE:
+        with open(path, "wb") as f:
+            f.write(out)
+        return
+    with open(path, "rb") as f:
+        want = f.read()
+    check(out == want, f"golden {name}", f"got:\n{out.decode('utf-8', 'backslashreplace')}\n"
+                                          f"want:\n{want.decode('utf-8', 'backslashreplace')}")
+
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(os.path.join(WORK, "fixed"))
+logfile = os.path.join(WORK, "fixed.rlog")
+r = subprocess.run([WRITER, "--ring", os.path.join(WORK, "fixed", "ring"), "--fixed", "--repeat", "3",
+                    "--logfile", logfile], capture_output=True, text=True, timeout=60)
+assert r.returncode == 0, r.stderr
+
+# ---- dumps -------------------------------------------------------------------------------------
+cases = {
+    "once.txt": [],
+    "first_field.txt": ["-f"],
+    "urls.txt": ["-i", "ReqURL,BereqURL"],
+    "headers_first_field.txt": ["-f", "-i", "*Header"],
+    "exclude.txt": ["-x", "Begin,End,Link,Timestamp,Req*,Resp*"],
+    "regex.txt": ["-I", "ReqHeader:^User-Agent:"],
+    # -X hides what -i has not selected (varnishlog's order), so no -i here.
+    "regex_exclude.txt": ["-X", "ReqHeader:^(Host|User-Agent):", "-x",
+                          "Begin,End,Link,Timestamp,Sess*,ReqStart,ReqMethod,ReqURL,ReqProtocol,ReqUnset,ReqAcct,"
+                          "Resp*,Bere*,Backend*,Hit*,Error"],
+    "client.txt": ["-c", "-i", "*Status,*URL"],
+    "backend.txt": ["-b", "-i", "*Status,*URL"],
+    "query.txt": ["-q", "RespStatus >= 300", "-i", "ReqURL,RespStatus"],
+}
+outs = {}
+for name, args in cases.items():
+    r = top("-n", "fixed", "-1", *args)
+    check(r.returncode == 0 and r.stderr == b"", f"{name}: exit 0, quiet ({r.returncode}, {r.stderr!r})")
+    outs[name] = r.stdout
+    golden(name, r.stdout)
+
+# Layout: "%9.2f TAG KEY", highest first, only pairs seen more than once.
+for l in outs["once.txt"].splitlines():
+    check(len(l) > 11 and l[9:10] == b" " and float(l[:9]) > 1.0, f"dump line layout: {l!r}")
+counts = [float(l[:9]) for l in outs["once.txt"].splitlines()]
+check(counts == sorted(counts, reverse=True), "dump is sorted by count")
+check(outs["urls.txt"].splitlines()[0] == b"     3.00 ReqURL /", "URL counts: 3 sets of 6 requests")
+
+# The same counts from every grouping, a log file, stdin, a pinned reader, -d given twice.
+# Request groups hold no session (as in varnishlog -g request): the same minus sessions.
+r = top("-n", "fixed", "-1", "-g", "request")
+want = b"".join(l + b"\n" for l in outs["once.txt"].splitlines()
+                if b" SessOpen " not in l and b" SessClose " not in l and b" Begin sess " not in l)
+check(r.returncode == 0 and r.stdout == want, f"-g request: the dump without sessions ({r.stdout!r})")
+for args in (["-g", "raw"], ["-g", "session"], ["--pinned"], ["-d"], ["-p", "5"],
+             ["-T", "10", "-L", "50"]):
+    r = top("-n", "fixed", "-1", *args)
+    check(r.returncode == 0 and r.stdout == outs["once.txt"], f"{args}: same dump ({r.returncode}, {r.stderr!r})")
+r = top("-r", logfile, "-1")
+check(r.returncode == 0 and r.stdout == outs["once.txt"], f"-r FILE: same dump ({r.stderr!r})")
+with open(logfile, "rb") as f:
+    r = top("-r", "-", "-1", stdin=f)
+check(r.returncode == 0 and r.stdout == outs["once.txt"], "-r -: same dump")
+r = top("-n", "fixed", "-1", "-g", "raw", "-q", "ReqURL", "-i", "ReqURL")
+want = b"".join(l + b"\n" for l in outs["urls.txt"].splitlines() if b" ReqURL " in l)
+check(r.returncode == 0 and r.stdout == want, f"-g raw with -q (no fast path): {r.stdout!r}")
+# -k and -R count groups.
+r = top("-n", "fixed", "-1", "-c", "-k", "12", "-i", "ReqURL")
+check(r.stdout == b"     2.00 ReqURL /\n     2.00 ReqURL /../etc/passwd\n     2.00 ReqURL /api/login\n"
+                  b"     2.00 ReqURL /caf\\xc3\\xa9?q=\"x\"\n     2.00 ReqURL /img.png?v=2\n"
+                  b"     2.00 ReqURL /index.html\n", f"-k 12 -c: two sets of requests ({r.stdout!r})")
+r = top("-n", "fixed", "-1", "-c", "-R", "3/1m", "-i", "ReqURL")
+check(r.returncode == 0 and r.stdout == b"", f"-R 3/1m: no request counted twice ({r.stdout!r})")
+qfile = os.path.join(WORK, "queries")
+with open(qfile, "w") as f:
+    f.write("# statuses\nRespStatus >= 300\n")
+r = top("-n", "fixed", "-1", "-Q", qfile, "-i", "ReqURL,RespStatus")
+check(r.stdout == outs["query.txt"], "-Q FILE as -q")
+
+# ---- errors: runtime 1, usage 2 ------------------------------------------------------------------
+r = top("-n", "fixed")  # stdout is a pipe here
+check(r.returncode == 1 and b"needs a terminal" in r.stderr, f"no terminal without -1: exit 1 ({r.stderr!r})")
+t0 = time.monotonic()
+r = top("-n", "nosuch", "-1")
+check(r.returncode == 1 and b"no ring at" in r.stderr and b"nosuch" in r.stderr,
+      f"missing ring: exit 1 with where it looked ({r.stderr!r})")
+check(time.monotonic() - t0 < 5, "missing ring fails at once")
+r = top("-n", "nosuch", "-1", "-t", "1")
+check(r.returncode == 1, "-t 1 then exit 1")
+r = top("-r", os.path.join(WORK, "nope.rlog"), "-1")
+check(r.returncode == 1, f"missing -r file: exit 1 ({r.returncode})")
+r = top("-Q", os.path.join(WORK, "nope.q"), "-1", "-n", "fixed")
+check(r.returncode == 1, f"unreadable -Q file: exit 1 ({r.returncode})")
+r = top("-q", "ReqURL ~ ", "-1")
+check(r.returncode == 2 and b"^" in r.stderr, f"bad query: exit 2 with a caret ({r.stderr!r})")
+for args in (["--bogus"], ["-p", "0"], ["-p", "x"], ["-p", "-3"], ["-i", "NoSuchTag"], ["-x", "Nope*"],
+             ["-I", "ReqURL:("], ["-X", "[z-a]"], ["-c", "-b"], ["-g", "nope"], ["-t", "later"], ["-k", "x"],
+             ["-R", "x/y"], ["-T", "-1"], ["-n"], ["stray"]):
+    r = top("-1", *args)
+    check(r.returncode == 2 and b"ringlog-top:" in r.stderr, f"{args}: exit 2 with a message ({r.returncode}, {r.stderr!r})")
+r = top("--help")
+check(r.returncode == 0 and b"-p PERIOD" in r.stdout and b"Exit codes" in r.stdout, "--help")
+r = top("-V")
+check(r.returncode == 0 and r.stdout.startswith(b"ringlog-top"), "-V")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all ringlog-top -1 checks passed")
