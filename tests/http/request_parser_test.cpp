@@ -279,3 +279,12 @@ TEST(RequestParser, HeaderStorageIsReusedAcrossMessages) {
   EXPECT_EQ(&h.headers[0], first);  // no reallocation
   EXPECT_EQ(h.headers.size(), 21u);
 }
+
+TEST(RequestParser, BadRequestLineIsRefusedBeforeTheHeadEnds) {
+  // No need to wait for the empty line (or the head limit) to refuse these.
+  EXPECT_EQ(req_error("GET /" + std::string(9000, 'u') + " HTTP/1.1\r\nHost: h\r\n"), Error::UrlTooLong);
+  EXPECT_EQ(req_error("GET / HTTP/3.0\r\nHost: h\r\n"), Error::VersionNotSupported);
+  EXPECT_EQ(req_error("G(T / HTTP/1.1\r\n"), Error::BadMethod);
+  // A good request line keeps waiting.
+  EXPECT_TRUE(parse_req("GET / HTTP/1.1\r\nHost: h\r\n").r.need_more());
+}

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace ringproxy::http::detail {
@@ -36,6 +37,24 @@ constexpr std::array<std::uint8_t, 256> make_classes() {
   return t;
 }
 inline constexpr std::array<std::uint8_t, 256> kCharClass = make_classes();
+
+// Word-at-a-time checks (Bit Twiddling Hacks "hasless"/"haszero": exact as "is there
+// any such byte" tests). They let the validation loops skip 8 clean bytes at a time.
+inline std::uint64_t load8(const char* p) {
+  std::uint64_t x;
+  std::memcpy(&x, p, 8);
+  return x;
+}
+constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
+inline bool has_less(std::uint64_t x, std::uint8_t n) { return ((x - kOnes * n) & ~x & kHighs) != 0; }
+inline bool has_byte(std::uint64_t x, std::uint8_t b) { return has_less(x ^ (kOnes * b), 1); }
+// A byte that is not a field-value byte, or HTAB (allowed, but sent to the slow path).
+inline bool value_word_suspect(std::uint64_t x) { return has_less(x, 0x20) || has_byte(x, 0x7f); }
+// A byte that is not VCHAR (request-target).
+inline bool target_word_suspect(std::uint64_t x) {
+  return has_less(x, 0x21) || (x & kHighs) != 0 || has_byte(x, 0x7f);
+}
 
 inline unsigned char lower(unsigned char c) { return (c >= 'A' && c <= 'Z') ? c | 0x20 : c; }
 

@@ -136,7 +136,14 @@ Error parse_request_line(std::string_view line, const Limits& lim, RequestHead& 
   out.method_name = {m, static_cast<std::size_t>(p - m)};
   ++p;
   const char* t = p;
-  while (p < end && (kCharClass[static_cast<unsigned char>(*p)] & detail::kTarget)) ++p;
+  while (p < end) {
+    if (end - p >= 8 && !detail::target_word_suspect(detail::load8(p))) {
+      p += 8;
+      continue;
+    }
+    if (!(kCharClass[static_cast<unsigned char>(*p)] & detail::kTarget)) break;
+    ++p;
+  }
   std::size_t tlen = static_cast<std::size_t>(p - t);
   if (tlen > lim.max_url) return Error::UrlTooLong;
   if (p == end) return tlen ? Error::BadRequestLine : Error::BadTarget;
@@ -255,9 +262,14 @@ Error parse_fields(const char* p, const char* end, const Limits& lim, HeaderList
     ++i;
     while (i < n && is_ows(line[i])) ++i;
     std::size_t vstart = i;
-    for (; i < n; ++i) {
+    while (i < n) {
+      if (n - i >= 8 && !detail::value_word_suspect(detail::load8(line.data() + i))) {
+        i += 8;
+        continue;
+      }
       unsigned char c = static_cast<unsigned char>(line[i]);
       if (!(kCharClass[c] & detail::kValue)) return c == '\r' ? Error::BareCR : Error::BadHeaderValue;
+      ++i;
     }
     std::size_t vend = n;
     while (vend > vstart && is_ows(line[vend - 1])) --vend;
@@ -374,31 +386,43 @@ ParseResult RequestParser::parse(std::string_view buf, RequestHead& out) {
     }
     std::size_t have = buf.size() - st.skip;
     if (st.line1_end == 0 && have > limits_.max_url + 33) {
-      // Start line still incomplete and already longer than any acceptable one:
-      // say why (414 for a long target) rather than wait for max_head_bytes.
+      // Start line still incomplete and already longer than a target of max_url
+      // allows: say why (414) rather than wait for max_head_bytes. Only fail here when
+      // the complete line would fail too (a long method alone is left to the head limit).
       std::string_view part = buf.substr(st.skip);
       std::size_t sp1 = part.find(' ');
-      std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : part.find(' ', sp1 + 1);
-      std::size_t tlen = sp1 == std::string_view::npos ? 0
-                         : (sp2 == std::string_view::npos ? part.size() - sp1 - 1 : sp2 - sp1 - 1);
-      reset();
-      if (tlen > limits_.max_url) return fail(Error::UrlTooLong, false);
-      return fail(sp1 == std::string_view::npos ? Error::BadMethod : Error::BadVersion, false);
+      if (sp1 != std::string_view::npos) {
+        std::size_t sp2 = part.find(' ', sp1 + 1);
+        std::size_t tlen = (sp2 == std::string_view::npos ? part.size() : sp2) - sp1 - 1;
+        if (tlen > limits_.max_url) {
+          reset();
+          return fail(Error::UrlTooLong, false);
+        }
+        if (sp2 != std::string_view::npos && part.size() - sp2 - 1 > 9) {
+          reset();
+          return fail(Error::BadVersion, false);  // longer than "HTTP/1.1\r"
+        }
+      }
+    }
+    if (st.line1_end && !line1_checked_) {
+      // The request line is complete: refuse a bad one now (a 414 need not wait for
+      // the rest of the head). Checked once; `out` is rewritten when the head is done.
+      line1_checked_ = true;
+      Error le = parse_request_line(line_at(buf.data() + st.skip, buf.data() + st.line1_end - 1), limits_, out);
+      if (le != Error::None) {
+        reset();
+        return fail(le, false);
+      }
     }
     if (have > limits_.max_head_bytes) {
-      Error e = Error::HeadTooLarge;
-      if (st.line1_end) {
-        RequestHead tmp;
-        Error le = parse_request_line(line_at(buf.data() + st.skip, buf.data() + st.line1_end - 1), limits_, tmp);
-        if (le != Error::None) e = le;
-      }
       reset();
-      return fail(e, false);
+      return fail(Error::HeadTooLarge, false);
     }
     return {};
   }
   const std::size_t skip = st.skip;
   reset();
+  if (skip > limits_.max_head_bytes) return fail(Error::HeadTooLarge, false);
   const char* b = buf.data();
   std::string_view line1 = line_at(b + skip, b + st.line1_end - 1);
   if (Error e = parse_request_line(line1, limits_, out); e != Error::None) return fail(e, false);
@@ -454,7 +478,7 @@ ParseResult ResponseParser::parse(std::string_view buf, ResponseHead& out, Metho
   const std::size_t skip = st.skip;
   reset();
   const char* b = buf.data();
-  if (sr.end - skip > limits_.max_head_bytes) return fail(Error::HeadTooLarge, true);
+  if (sr.end - skip > limits_.max_head_bytes || skip > limits_.max_head_bytes) return fail(Error::HeadTooLarge, true);
   std::string_view line1 = line_at(b + skip, b + st.line1_end - 1);
   if (Error e = parse_status_line(line1, out); e != Error::None) return fail(e, true);
   if (out.headers.empty()) out.headers.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);

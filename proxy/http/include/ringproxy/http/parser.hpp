@@ -76,13 +76,17 @@ class RequestParser {
   // (pipelining: call again with buf.substr(consumed + body bytes)). On NeedMore
   // call again with the same bytes plus more. After Failed, answer and close.
   ParseResult parse(std::string_view buf, RequestHead& out);
-  void reset() { skip_ = scanned_ = line1_end_ = 0; }
+  void reset() {
+    skip_ = scanned_ = line1_end_ = 0;
+    line1_checked_ = false;
+  }
 
  private:
   Limits limits_;
   std::size_t skip_ = 0;       // leading empty lines
   std::size_t scanned_ = 0;    // bytes already searched for the end of the head
   std::size_t line1_end_ = 0;  // end of the request line (+1), 0 while not seen
+  bool line1_checked_ = false; // request line validated while the head is incomplete
 };
 
 class ResponseParser {
