@@ -1,0 +1,104 @@
+// Transports: move a response (head bytes + body chain) to a socket without blocking.
+// writev: one writev(2) per scatter array. io_uring: every send queued during a loop
+// iteration, over all connections, goes to the kernel in one submission at flush();
+// arrays of at least zc_threshold bytes use zero-copy send (IORING_OP_SEND_ZC /
+// SENDMSG_ZC) and their leases go back only on the notification completion.
+#pragma once
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringproxy/delivery/filters.hpp"
+
+namespace ringlog { class Log; }
+
+namespace ringproxy::delivery {
+
+// One response on one connection. The owner keeps it alive while inflight().
+class Sender {
+ public:
+  // ready: pump again now (io_uring: a send completed, more may go)
+  enum class Status { wait_data, wait_write, inflight, ready, done, error };
+  // body may be null (HEAD, 304, errors): the head alone is sent.
+  Sender(int fd, std::string head, Chain* body, std::size_t iov_cap = 64);
+  ~Sender();  // gives back what it still holds
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  bool inflight() const noexcept { return inflight_; }
+  bool finished() const noexcept { return status_ == Status::done || status_ == Status::error; }
+  Status status() const noexcept { return status_; }
+  std::uint64_t bytes_sent() const noexcept { return sent_; }
+  std::uint64_t body_bytes_sent() const noexcept { return sent_ > head_.size() ? sent_ - head_.size() : 0; }
+  int error() const noexcept { return err_; }
+  void* user = nullptr;  // the owner's connection
+
+ private:
+  friend class WritevTransport;
+  friend class UringTransport;
+  // Fills the array from the chain. Returns false (status set) when there is nothing to send.
+  bool fill() noexcept;
+  void consume(std::size_t n) noexcept;  // n bytes went out: give back finished extents
+  void fail(int err) noexcept;
+
+  int fd_;
+  std::string head_;
+  Chain* body_;
+  ScatterArray sa_;
+  Status status_ = Status::wait_data;
+  std::uint64_t sent_ = 0;
+  int err_ = 0;
+  // io_uring state
+  bool inflight_ = false;
+  bool zc_ = false;
+  bool have_res_ = false;
+  bool notif_pending_ = false;
+  int res_ = 0;
+  msghdr msg_{};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const noexcept = 0;
+  // Sends (writev) or queues (io_uring) as much as possible. Returns the new status:
+  // wait_data (a notification is armed), wait_write (poll EPOLLOUT, then pump again),
+  // inflight (io_uring: wait for reap), done, error.
+  virtual Sender::Status pump(Sender& s) noexcept = 0;
+  // End of a loop iteration: io_uring submits what was queued (one system call).
+  virtual void flush() noexcept {}
+  // io_uring: poll this fd for reading; then reap() appends senders whose send completed.
+  virtual int completion_fd() const noexcept { return -1; }
+  virtual void reap(std::vector<Sender*>& changed) noexcept { (void)changed; }
+  // System calls made for sending (writev calls or io_uring_enter submissions).
+  std::uint64_t syscalls() const noexcept { return syscalls_; }
+  std::uint64_t zc_sends() const noexcept { return zc_sends_; }
+
+ protected:
+  std::uint64_t syscalls_ = 0;
+  std::uint64_t zc_sends_ = 0;
+};
+
+class WritevTransport : public Transport {
+ public:
+  const char* name() const noexcept override { return "writev"; }
+  Sender::Status pump(Sender& s) noexcept override;
+};
+
+struct TransportOptions {
+  std::string kind = "writev";           // "writev" | "io_uring"
+  unsigned ring_entries = 256;
+  std::size_t zc_threshold = 64 << 10;   // 0 disables zero-copy
+};
+
+// kind "io_uring" falls back to writev when the kernel refuses io_uring; the reason
+// goes to *notice (and to log as a Notice record when log is given).
+std::unique_ptr<Transport> make_transport(const TransportOptions& opt, ringlog::Log* log = nullptr,
+                                          std::string* notice = nullptr);
+
+}  // namespace ringproxy::delivery

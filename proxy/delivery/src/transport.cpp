@@ -1,0 +1,219 @@
+// writev and io_uring transports.
+#include "ringproxy/delivery/transport.hpp"
+
+#include <liburing.h>
+#include <limits.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "ringlog/log.hpp"
+
+namespace ringproxy::delivery {
+
+// ---------------------------------------------------------------- Sender
+Sender::Sender(int fd, std::string head, Chain* body, std::size_t iov_cap)
+    : fd_(fd), head_(std::move(head)), body_(body), sa_(std::max<std::size_t>(iov_cap, 2)) {
+  if (!head_.empty()) sa_.add_noret(head_.data(), head_.size());
+  if (!body_) sa_.set_end();
+}
+
+Sender::~Sender() {
+  if (body_) {
+    body_->give_all(sa_);
+    body_->flush_returns();
+  }
+}
+
+void Sender::fail(int err) noexcept {
+  err_ = err;
+  status_ = Status::error;
+}
+
+bool Sender::fill() noexcept {
+  if (status_ == Status::error || status_ == Status::done) return false;
+  for (int spins = 0; body_ && !sa_.end() && !sa_.full() && spins < 8; ++spins) {
+    int r = body_->pull(sa_);
+    if (r == kLeaseError) {
+      fail(EIO);
+      return false;
+    }
+    if (r == kLeaseAgain || r == kLeaseReturnFirst) break;
+  }
+  if (sa_.empty()) {
+    status_ = sa_.end() ? Status::done : Status::wait_data;
+    return false;
+  }
+  return true;
+}
+
+void Sender::consume(std::size_t n) noexcept {
+  sent_ += n;
+  std::size_t k = 0;
+  while (k < sa_.used()) {
+    iovec& v = sa_.at(k);
+    if (v.iov_len > n) {
+      v.iov_base = static_cast<char*>(v.iov_base) + n;
+      v.iov_len -= n;
+      break;
+    }
+    n -= v.iov_len;
+    if (body_) body_->give(sa_.lease(k));
+    ++k;
+  }
+  sa_.drop_front(k);
+  if (body_) body_->flush_returns();
+  if (sa_.empty() && sa_.end()) status_ = Status::done;
+}
+
+// ---------------------------------------------------------------- writev
+Sender::Status WritevTransport::pump(Sender& s) noexcept {
+  while (true) {
+    if (!s.fill()) return s.status_;
+    int cnt = int(std::min<std::size_t>(s.sa_.used(), IOV_MAX));
+    std::size_t want = 0;
+    for (int i = 0; i < cnt; ++i) want += s.sa_.at(std::size_t(i)).iov_len;
+    ssize_t n = ::writev(s.fd_, s.sa_.iov(), cnt);
+    ++syscalls_;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return s.status_ = Sender::Status::wait_write;
+      s.fail(errno);
+      return s.status_;
+    }
+    s.consume(std::size_t(n));
+    if (s.status_ == Sender::Status::done) return s.status_;
+    if (std::size_t(n) < want) return s.status_ = Sender::Status::wait_write;  // socket buffer full
+  }
+}
+
+// ---------------------------------------------------------------- io_uring
+class UringTransport : public Transport {
+ public:
+  UringTransport(const TransportOptions& opt, ringlog::Log* log) : zc_threshold_(opt.zc_threshold), log_(log) {}
+  ~UringTransport() override {
+    if (inited_) io_uring_queue_exit(&ring_);
+  }
+  // 0 or -errno; *zc tells whether zero-copy send is there.
+  int init(unsigned entries) {
+    int r = io_uring_queue_init(entries, &ring_, 0);
+    if (r < 0) return r;
+    inited_ = true;
+    io_uring_probe* p = io_uring_get_probe_ring(&ring_);
+    if (!p) return -ENOSYS;
+    bool ok = io_uring_opcode_supported(p, IORING_OP_SENDMSG);
+    zc_ok_ = io_uring_opcode_supported(p, IORING_OP_SEND_ZC) && io_uring_opcode_supported(p, IORING_OP_SENDMSG_ZC);
+    io_uring_free_probe(p);
+    if (!ok) return -EOPNOTSUPP;
+    return 0;
+  }
+  bool zc_ok() const noexcept { return zc_ok_; }
+  const char* name() const noexcept override { return "io_uring"; }
+  int completion_fd() const noexcept override { return ring_.ring_fd; }
+
+  Sender::Status pump(Sender& s) noexcept override {
+    if (s.inflight_) return Sender::Status::inflight;
+    if (!s.fill()) return s.status_;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {  // the submission queue is full: send this batch now
+      flush();
+      sqe = io_uring_get_sqe(&ring_);
+      if (!sqe) return s.status_ = Sender::Status::ready;
+    }
+    std::size_t cnt = std::min<std::size_t>(s.sa_.used(), IOV_MAX);
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < cnt; ++i) total += s.sa_.at(i).iov_len;
+    s.msg_ = msghdr{};
+    s.msg_.msg_iov = s.sa_.iov();
+    s.msg_.msg_iovlen = cnt;
+    bool zc = zc_ok_ && zc_threshold_ && total >= zc_threshold_;
+    if (zc && cnt == 1)
+      io_uring_prep_send_zc(sqe, s.fd_, s.sa_.at(0).iov_base, s.sa_.at(0).iov_len, MSG_NOSIGNAL, 0);
+    else if (zc)
+      io_uring_prep_sendmsg_zc(sqe, s.fd_, &s.msg_, MSG_NOSIGNAL);
+    else
+      io_uring_prep_sendmsg(sqe, s.fd_, &s.msg_, MSG_NOSIGNAL);
+    if (zc) ++zc_sends_;
+    io_uring_sqe_set_data(sqe, &s);
+    s.inflight_ = true;
+    s.zc_ = zc;
+    s.have_res_ = false;
+    s.notif_pending_ = false;
+    ++queued_;
+    return s.status_ = Sender::Status::inflight;
+  }
+
+  void flush() noexcept override {
+    if (!queued_) return;
+    int r;
+    do {
+      r = io_uring_submit(&ring_);
+    } while (r == -EINTR);
+    ++syscalls_;
+    queued_ = 0;
+  }
+
+  void reap(std::vector<Sender*>& changed) noexcept override {
+    io_uring_cqe* cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++n;
+      auto* s = static_cast<Sender*>(io_uring_cqe_get_data(cqe));
+      if (cqe->flags & IORING_CQE_F_NOTIF) {
+        s->notif_pending_ = false;  // the kernel is done with the pages: leases may go back
+      } else {
+        s->res_ = cqe->res;
+        s->have_res_ = true;
+        s->notif_pending_ = (cqe->flags & IORING_CQE_F_MORE) != 0;
+      }
+      if (s->have_res_ && !s->notif_pending_) complete(*s, changed);
+    }
+    io_uring_cq_advance(&ring_, n);
+  }
+
+ private:
+  void complete(Sender& s, std::vector<Sender*>& changed) noexcept {
+    s.inflight_ = false;
+    s.have_res_ = false;
+    int res = s.res_;
+    if (res >= 0) {
+      s.consume(std::size_t(res));
+      if (s.status_ != Sender::Status::done) s.status_ = Sender::Status::ready;
+    } else if (res == -EAGAIN || res == -EWOULDBLOCK) {
+      s.status_ = Sender::Status::wait_write;
+    } else if (res == -EINTR) {
+      s.status_ = Sender::Status::ready;
+    } else if (s.zc_ && (res == -EOPNOTSUPP || res == -EINVAL)) {
+      zc_ok_ = false;  // e.g. a socket family without zero-copy: plain sends from now on
+      if (log_) log_->record(ringlog::Tag::Notice, "io_uring: zero-copy send refused, using plain sendmsg");
+      s.status_ = Sender::Status::ready;
+    } else {
+      s.fail(-res);
+    }
+    changed.push_back(&s);
+  }
+
+  io_uring ring_{};
+  bool inited_ = false;
+  bool zc_ok_ = false;
+  std::size_t zc_threshold_;
+  unsigned queued_ = 0;
+  ringlog::Log* log_;
+};
+
+std::unique_ptr<Transport> make_transport(const TransportOptions& opt, ringlog::Log* log, std::string* notice) {
+  if (opt.kind == "io_uring") {
+    auto t = std::make_unique<UringTransport>(opt, log);
+    int r = t->init(opt.ring_entries);
+    if (r == 0) return t;
+    std::string why = std::string("io_uring refused by the kernel (") + std::strerror(-r) + "), using writev";
+    if (log) log->record(ringlog::Tag::Notice, why);
+    if (notice) *notice = why;
+  }
+  return std::make_unique<WritevTransport>();
+}
+
+}  // namespace ringproxy::delivery
