@@ -477,11 +477,12 @@ void append_remapped(std::string& out, std::string_view p, bool lf_remap) {
   }
 }
 
-void json_skipped(std::string& out, const WalkResult& w) {
+void json_skipped(std::string& out, const Image& img, const WalkResult& w) {
   out += "\"skipped\":[";
   for (std::size_t i = 0; i < w.skipped.size(); ++i) {
     const Skipped& s = w.skipped[i];
-    out += fmt("%s{\"pos\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"why\":", i ? "," : "", s.pos, s.end - s.pos);
+    out += fmt("%s{\"pos\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"why\":", i ? "," : "",
+               is_haproxy(img.layout) ? s.pos % img.area_size : s.pos, s.end - s.pos);
     json_string(out, s.why);
     out += "}";
   }
@@ -544,7 +545,7 @@ std::string format_messages(const Image& img, const WalkResult& w, const PrintOp
   }
   if (o.json) {
     out += "\n],";
-    json_skipped(out, w);
+    json_skipped(out, img, w);
     out += fmt(",\"complete\":%s,\"lost_bytes\":%" PRIu64 "}\n", w.complete ? "true" : "false", w.lost_bytes);
   }
   return out;
@@ -778,6 +779,10 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   }
   if (img.tail == 0) {
     error = "tail is 0: where the messages end is unknown";
+    return RepairStatus::unrecoverable;
+  }
+  if (!rl && !img.positions_ok) {
+    error = "HAProxy head/tail offsets are unusable (" + img.positions_why + "): where the messages end is unknown";
     return RepairStatus::unrecoverable;
   }
   std::uint32_t me = static_cast<std::uint32_t>(::getpid());

@@ -257,11 +257,13 @@ int main(int argc, char** argv) {
       out(rd::format_messages(img, w, po));
     }
     if (std::fflush(stdout) != 0) throw Fail{std::string("write: ") + std::strerror(errno)};
-    // What was worked around goes to stderr, so stdout stays the messages.
+    // What was worked around goes to stderr, so stdout stays the messages. HAProxy
+    // positions are shown as the offsets its files hold.
+    auto shown = [&](std::uint64_t p) { return img.layout == rd::Layout::ringlog ? p : p % img.area_size; };
     if (!img.positions_ok) std::cerr << "ringlog-dump: " << path << ": " << img.positions_why << "\n";
-    if (w.head_rebuilt) std::cerr << "ringlog-dump: " << path << ": head rebuilt by scanning: starting at " << w.start << "\n";
+    if (w.head_rebuilt) std::cerr << "ringlog-dump: " << path << ": head rebuilt by scanning: starting at " << shown(w.start) << "\n";
     for (auto& s : w.skipped)
-      std::cerr << "ringlog-dump: " << path << ": skipped " << (s.end - s.pos) << " bytes at " << s.pos << ": " << s.why << "\n";
+      std::cerr << "ringlog-dump: " << path << ": skipped " << (s.end - s.pos) << " bytes at " << shown(s.pos) << ": " << s.why << "\n";
     if (w.lost_bytes) std::cerr << "ringlog-dump: " << path << ": " << w.lost_bytes << " bytes overwritten by writers while reading\n";
     if (!w.complete)
       std::cerr << "ringlog-dump: " << path << ": stopped before the tail: " << w.stop_reason
