@@ -162,6 +162,32 @@ def main():
     rep = run(tool, "--repair", "--in-place", damaged)
     check(rep.returncode == 1 and run(tool, "-r", damaged).returncode == 0, f"repair of damage: {rep.stdout!r}")
 
+    # -- HAProxy 3.0+ files built from the documented layout (v2: 32-byte header, v2a:
+    # cache-aligned 192-byte header), wrapping around the end of the area, tail locked.
+    msgs = [b"GET /a HTTP/1.1", b"multi\nline", b"z" * 250]
+    framed = b"".join(b"\0" + (bytes([len(m)]) if len(m) < 240 else bytes([0xF0 | (len(m) & 15), (len(m) - 240) >> 4])) + m
+                      for m in msgs) + b"\0"
+    for aligned in (False, True):
+        rsvd, size, head = (192 if aligned else 32), 512, 400
+        buf = bytearray(rsvd + size)
+        for i, b in enumerate(framed):
+            buf[rsvd + (head + i) % size] = b
+        tail = (head + len(framed)) % size | LOCK
+        struct.pack_into("<QQ", buf, 0, size, rsvd)
+        struct.pack_into("<Q", buf, 64 if aligned else 16, tail)
+        struct.pack_into("<Q", buf, 128 if aligned else 24, head)
+        v2 = os.path.join(work, "v2a" if aligned else "v2")
+        open(v2, "wb").write(buf)
+        r = run(tool, "-l", v2)
+        check(r.returncode == 0 and r.stdout == b"GET /a HTTP/1.1\nmulti\r\vline\n" + b"z" * 250 + b"\n",
+              f"{v2}: {r.returncode} {r.stdout!r} {r.stderr!r}")
+        ji = json.loads(run(tool, "-i", "-j", v2).stdout)
+        check(ji["layout"] == ("haproxy-v2a" if aligned else "haproxy-v2") and ji["locked"] and ji["head"] == head,
+              f"{v2} --info: {ji}")
+        check(run(tool, "--layout", "haproxy-v1", v2).returncode in (1, 3), f"{v2} read as v1 must not look clean")
+        rep = run(tool, "--repair", "--in-place", v2)
+        check(rep.returncode == 1 and not json.loads(run(tool, "-i", "-j", v2).stdout)["locked"], f"{v2} repair")
+
     if not failures:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failures" if failures else "ringlog-dump command line: all checks passed")
