@@ -146,15 +146,19 @@ void Server::stop() {
 // A sick backend (a probe failed, or a worker's connect failed) is used again after
 // the next passing probe.
 void Server::health_loop() {
-  std::uint64_t next = 0;
+  // The first round comes one interval after start; the interval is read every turn,
+  // so a param.set applies to the next probe.
+  std::uint64_t last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   for (;;) {
     std::uint64_t now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::uint64_t next = last + std::uint64_t(params_.get(health_interval) * 1e9);
     if (now >= next) {
       for (auto& b : backends_) {
         if (stopping()) return;
         probe(*b);
       }
-      next = now + std::uint64_t(params_.get(health_interval) * 1e9);
+      last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      continue;
     }
     pollfd p{wake_fd_, POLLIN, 0};
     int wait_ms = int(std::min<std::uint64_t>((next - std::min(next, now)) / 1000000 + 1, 100));

@@ -48,6 +48,7 @@ class Worker {
 
   // Deferred deletion: objects closed while handling events are freed after the batch.
   void retire(Client* c);
+  void schedule(Client* c);  // drive it again on the loop's next turn
   void retire(BackendConn* c);
 
  private:
@@ -77,6 +78,7 @@ class Worker {
   std::vector<Client*> clients_;  // live sessions (swept for timeouts)
   std::vector<std::vector<BackendConn*>> pool_;  // idle backend connections per backend
   std::vector<Client*> dead_clients_;
+  std::vector<Client*> ready_;  // sessions to drive again without waiting for an event
   std::vector<BackendConn*> dead_conns_;
   std::unique_ptr<ringlog::stats::LocalCounters> main_;
   std::uint64_t now_ns_ = 0;
