@@ -804,6 +804,27 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     }
   }
 
+  // In place, hold the tail lock while repairing, so that a live pinned reader does
+  // not attach or run its own checks meanwhile; storing the final tail releases it.
+  if (rl && o.in_place && !img.locked) {
+    Header& h = img.hdr_mut();
+    std::uint64_t expect = img.tail;
+    if (!h.tail.compare_exchange_strong(expect, img.tail | kTailLock, std::memory_order_acquire)) {
+      error = "the ring changed while being repaired (a live process is using it)";
+      return RepairStatus::refused;
+    }
+    h.owner.store(owner_word(me, 0xfffffffeu), std::memory_order_relaxed);
+  }
+  const bool took_lock = rl && o.in_place && !img.locked;
+  auto give_up = [&](std::string why) {
+    if (took_lock) {  // leave the file as it was found
+      img.hdr_mut().owner.store(0, std::memory_order_relaxed);
+      img.hdr_mut().tail.store(img.tail, std::memory_order_release);
+    }
+    error = std::move(why);
+    return RepairStatus::unrecoverable;
+  };
+
   // -- the tail lock.
   if (img.locked) {
     if (rl) {
@@ -839,10 +860,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   // -- where the messages are.
   std::vector<Inflight> inflight = inflight_batches(img);
   std::vector<std::uint8_t> good = chain_map(img, inflight);
-  if (good.empty()) {
-    error = "the area is too large to scan";
-    return RepairStatus::unrecoverable;
-  }
+  if (good.empty()) return give_up("the area is too large to scan");
   const std::uint64_t t = img.tail, lo = img.window_lo(), limit = t - 1;
   auto first_good = [&](std::uint64_t from) {
     for (std::uint64_t p = std::max(from, lo); p < t; ++p)
@@ -988,6 +1006,10 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   if (rl) {
     Header& h = img.hdr_mut();
     if (head != img.head) h.head.store(head, std::memory_order_release);
+    if (o.in_place && !img.locked) {
+      h.owner.store(0, std::memory_order_relaxed);
+      h.owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+    }
     h.tail.store(t, std::memory_order_release);
   } else if (head != img.head || !img.positions_ok) {
     if (img.layout == Layout::haproxy_v1) {
@@ -1005,10 +1027,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
 
   // -- the result must read cleanly.
   WalkResult check = walk(img, WalkOptions{.scan = false, .live_recheck = false});
-  if (!check.complete) {
-    error = "internal: the repaired ring does not read cleanly: " + check.stop_reason;
-    return RepairStatus::unrecoverable;
-  }
+  if (!check.complete) return give_up("internal: the repaired ring does not read cleanly: " + check.stop_reason);
   return rep.changed() ? RepairStatus::repaired : RepairStatus::clean;
 }
 
