@@ -251,8 +251,16 @@ struct Request {
 };
 
 void add_common(std::string& out) {
+  // Date changes once a second: format it once a second per thread.
+  thread_local std::time_t cached_at = 0;
+  thread_local std::string cached;
+  std::time_t now = std::time(nullptr);
+  if (now != cached_at) {
+    cached_at = now;
+    cached = http_date(now);
+  }
   http::write_header(out, "Server", "ringlog-test-origin");
-  http::write_header(out, "Date", http_date(std::time(nullptr)));
+  http::write_header(out, "Date", cached);
 }
 
 // Builds the steps answering `req` for `target` (which /slow/head may have rewritten).
