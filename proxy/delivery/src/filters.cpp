@@ -178,6 +178,11 @@ int RangeFilter::pull(ScatterArray& out) noexcept {
       done_ = true;
       continue;
     }
+    if (pos_ >= r_[k_].hi) {
+      ++k_;
+      head_done_ = false;
+      continue;
+    }
     if (in_.empty()) {
       if (in_.end()) return kLeaseError;  // the object is shorter than its length said
       int r = prev_->pull(in_);
@@ -192,11 +197,6 @@ int RangeFilter::pull(ScatterArray& out) noexcept {
       pos_ += f.iov_len;
       chain_->give(l);
       in_.drop_front(1);
-      continue;
-    }
-    if (pos_ >= r.hi) {
-      ++k_;
-      head_done_ = false;
       continue;
     }
     if (pos_ < r.lo) {
@@ -330,6 +330,9 @@ int ZlibFilter::pull(ScatterArray& out) noexcept {
       if (buf_used_) {
         if (!emit(out)) return added;
         ++added;
+      } else if (buf_) {  // an output buffer nothing was written to
+        chain_->give(buf_lease_);
+        buf_ = nullptr;
       }
       out.set_end();
       return added;
