@@ -177,6 +177,8 @@ int main(int argc, char** argv) {
     return rt::kExitRuntime;
   }
   if ((append || text_file) && write_file.empty()) return usage_error("-a and -A need -w FILE");
+  if (json && !write_file.empty() && !text_file) return usage_error("-j with -w writes JSON lines only with -A");
+  if (verbose && json) return usage_error("-v and -j exclude each other");
   if (!write_file.empty() && write_file == ro.read_file && write_file != "-")
     return usage_error("-w and -r name the same file");
 

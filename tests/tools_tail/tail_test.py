@@ -223,7 +223,7 @@ def case_options():
     # Bad command lines: exit 2 with a message.
     for args in (["--nope"], ["-g", "bogus"], ["-t", "abc"], ["-i", "NoSuchTag"], ["-x", "Zz*"],
                  ["-I", "ReqURL:("], ["-X", "Nope:x"], ["-R", "0"], ["-R", "5/fortnight"], ["-c", "-b"],
-                 ["-a"], ["-A"], ["-T", "0"], ["-L", "0"], ["-k", "x"], ["-q", ""], ["-q", "(ReqURL"],
+                 ["-a"], ["-A"], ["-j", "-w", "x.rlog"], ["-v", "-j"], ["-T", "0"], ["-L", "0"], ["-k", "x"], ["-q", ""], ["-q", "(ReqURL"],
                  ["-r", "x", "-n", "y"], ["extra-arg"]):
         rc, out, err = run(args)
         check(rc == 2 and err.startswith("ringlog: ") and "--help" in err, f"bad flags {args}: rc {rc} {err!r}")
