@@ -263,6 +263,12 @@ void add_common(std::string& out) {
   http::write_header(out, "Date", cached);
 }
 
+// Connection: close when closing; keep-alive to an HTTP/1.0 client that asked for it.
+void write_connection(std::string& out, const http::RequestHead& h, bool close) {
+  if (close) http::write_header(out, "Connection", "close");
+  else if (h.version_minor == 0) http::write_header(out, "Connection", "keep-alive");
+}
+
 // Builds the steps answering `req` for `target` (which /slow/head may have rewritten).
 void respond(Conn& c, const Request& req, std::string_view target, bool count) {
   const bool head_only = req.head.method == http::Method::Head;
@@ -276,7 +282,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
     http::write_header(s.bytes, "Content-Type", ctype);
     bool bodyless = status == 204 || status == 304;
     if (!bodyless) http::write_header(s.bytes, "Content-Length", std::uint64_t{body.size()});
-    if (close) http::write_header(s.bytes, "Connection", "close");
+    write_connection(s.bytes, req.head, close);
     http::end_head(s.bytes);
     if (!head_only && !bodyless) s.bytes.append(body);
     c.steps.push_back(std::move(s));
@@ -290,7 +296,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
     h.bytes.append(extra);
     if (chunk) http::write_header(h.bytes, "Transfer-Encoding", "chunked");
     else http::write_header(h.bytes, "Content-Length", n);
-    if (close) http::write_header(h.bytes, "Connection", "close");
+    write_connection(h.bytes, req.head, close);
     http::end_head(h.bytes);
     c.steps.push_back(std::move(h));
     if (!head_only) {
@@ -348,7 +354,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
     http::write_header(s.bytes, "X-Echo-Body-Bytes", std::uint64_t{req.body.size()});
     if (req.chunked) http::write_header(s.bytes, "Transfer-Encoding", "chunked");
     else http::write_header(s.bytes, "Content-Length", std::uint64_t{body.size()});
-    if (close) http::write_header(s.bytes, "Connection", "close");
+    write_connection(s.bytes, req.head, close);
     http::end_head(s.bytes);
     if (!head_only) {
       if (req.chunked) {
@@ -381,7 +387,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
     http::write_status_line(h.bytes, 200);
     add_common(h.bytes);
     http::write_header(h.bytes, "Content-Length", *n);
-    if (close) http::write_header(h.bytes, "Connection", "close");
+    write_connection(h.bytes, req.head, close);
     http::end_head(h.bytes);
     c.steps.push_back(std::move(h));
     if (!head_only) {
@@ -484,7 +490,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
       http::write_status_line(s.bytes, 304);
       add_common(s.bytes);
       s.bytes.append(extra);
-      if (close) http::write_header(s.bytes, "Connection", "close");
+      write_connection(s.bytes, req.head, close);
       http::end_head(s.bytes);
       c.steps.push_back(std::move(s));
       if (close) c.steps.push_back(Step{Step::Close, 0, {}, 0, 0, 0});
@@ -509,7 +515,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
       add_common(s.bytes);
       s.bytes.append(extra);
       http::write_header(s.bytes, "Transfer-Encoding", "chunked");
-      if (close) http::write_header(s.bytes, "Connection", "close");
+      write_connection(s.bytes, req.head, close);
       http::end_head(s.bytes);
       if (!head_only) {
         http::append_chunk(s.bytes, body);
@@ -524,7 +530,7 @@ void respond(Conn& c, const Request& req, std::string_view target, bool count) {
     add_common(s.bytes);
     s.bytes.append(extra);
     http::write_header(s.bytes, "Content-Length", std::uint64_t{body.size()});
-    if (close) http::write_header(s.bytes, "Connection", "close");
+    write_connection(s.bytes, req.head, close);
     http::end_head(s.bytes);
     if (!head_only) s.bytes.append(body);
     c.steps.push_back(std::move(s));

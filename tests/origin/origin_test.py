@@ -256,6 +256,12 @@ def main():
         st, h, body, _ = c.response()
         check(body == content(3) and h.get("connection") == "close" and c.read_to_eof() == b"", "1.0 close")
         c.close()
+        c = Conn(port)
+        for i in range(2):
+            c.send(b"GET /size/4 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            st, h, body, _ = c.response()
+            check(body == content(4) and h.get("connection") == "keep-alive", "1.0 keep-alive %d" % i)
+        c.close()
         # Exit codes: a taken port and a bad flag are usage errors (2).
         # SO_REUSEPORT lets a second origin bind the same port; that is wanted for
         # threads, so check a port held by a plain socket instead.
