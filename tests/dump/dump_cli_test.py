@@ -2,7 +2,8 @@
 """ringlog-dump's command line: dump modes, --info, --json, exit codes, bad input,
 read-only dumping, and --repair (copy and in place) of crash states made by editing
 a ring's bytes at the offsets of docs/FORMAT.md.
-Usage: dump_cli_test.py RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR
+Usage: dump_cli_test.py RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR [RINGLOG]
+With RINGLOG (the live tail), decoded records must print exactly as `ringlog -d -g raw`.
 """
 import hashlib
 import json
@@ -42,6 +43,7 @@ def dead_pid():
 
 def main():
     tool, writer, work = sys.argv[1:4]
+    tail_tool = sys.argv[4] if len(sys.argv) > 4 else None
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     ring = os.path.join(work, "ring")
@@ -67,6 +69,10 @@ def main():
     subprocess.run([writer, rec, "8192", "--records", "/a", "/b"], check=True, timeout=30)
     out = run(tool, rec).stdout.decode().splitlines()
     check(len(out) == 2 and out[0].split() == ["1004", "ReqURL", "c", "/a"], f"records {out}")
+    if tail_tool:
+        t = subprocess.run([tail_tool, "-n", rec, "-d", "-g", "raw"], capture_output=True, timeout=30)
+        d = run(tool, rec)
+        check(t.returncode == 0 and d.stdout == t.stdout, f"ringlog -d -g raw printed {t.stdout!r}, ringlog-dump {d.stdout!r}")
     jr = json.loads(run(tool, "--records", "--json", rec).stdout)
     check(jr["records"][1]["tag"] == "ReqURL" and jr["records"][1]["payload"] == "/b", f"records json {jr}")
 
