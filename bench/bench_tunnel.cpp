@@ -117,6 +117,7 @@ struct Throughput {
 Throughput run_throughput(Mode mode, std::size_t streams, std::size_t bytes, std::size_t pipe_kb) {
   TunnelOptions o;
   o.splice = mode == Mode::splice;
+  o.copy_buffer = pipe_kb * 1024;  // the same memory per direction in both modes
   EpollLoop loop({.pipe_size = pipe_kb * 1024, .max_pipes = 2 * streams, .max_idle = 2 * streams}, o);
   loop.start();
   std::vector<Wiring> ws;
@@ -157,6 +158,7 @@ Throughput run_throughput(Mode mode, std::size_t streams, std::size_t bytes, std
 std::vector<double> run_latency(Mode mode, std::size_t iters, std::size_t pipe_kb) {
   TunnelOptions o;
   o.splice = mode == Mode::splice;
+  o.copy_buffer = pipe_kb * 1024;
   EpollLoop loop({.pipe_size = pipe_kb * 1024, .max_pipes = 2, .max_idle = 2}, o);
   loop.start();
   Wiring w = Wiring::make();
@@ -201,7 +203,7 @@ int main() {
   const std::vector<std::size_t> streams = env_list("RINGLOG_BENCH_TUNNEL_STREAMS", {1, 4});
   const std::size_t rounds = env_num("RINGLOG_BENCH_TUNNEL_ROUNDS", 3);
   const std::size_t lat_iters = env_num("RINGLOG_BENCH_TUNNEL_LAT_ITERS", 200);
-  const std::size_t pipe_kb = env_num("RINGLOG_BENCH_TUNNEL_PIPE_KB", 64);
+  const std::size_t pipe_kb = env_num("RINGLOG_BENCH_TUNNEL_PIPE_KB", 256);
   std::printf("bench_tunnel: %zu MiB per stream, streams %s, %zu rounds (medians), pipe %zu KiB, "
               "%zu x 1 MiB for latency\n",
               mib, [&] {

@@ -23,6 +23,7 @@
 #include "admin.hpp"
 #include "config.hpp"
 #include "params.hpp"
+#include "proxy_tunnels.hpp"
 #include "server.hpp"
 
 namespace {
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
   app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
   app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
+  ringproxy::tunnel::ProxyTunnelConfig tunnels;
+  ringproxy::tunnel::add_options(app, tunnels);
   std::vector<double> pvals(ringproxy::kParamCount, 0);
   std::vector<CLI::Option*> popts(ringproxy::kParamCount, nullptr);
   for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
     if (cfg.health_path.empty() || cfg.health_path[0] != '/')
       throw ringproxy::ConfigError("--health-path must start with /");
     srv = std::make_unique<ringproxy::Server>(cfg);
+    ringproxy::tunnel::install(*srv, tunnels);
     for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
       if (popts[i]->count() == 0) continue;
       std::string err = srv->params().set(ringproxy::ParamId(i), pvals[i]);

@@ -70,6 +70,9 @@ class Server {
   bool trusted(const SockAddr& a) const noexcept;
   // Set once before start() by the tunnel module; empty: CONNECT gets 501, Upgrade is dropped.
   TunnelHook tunnel_hook;
+  // Set once before start() by the tunnel module: a request whose URL it matches is piped
+  // (its raw head and everything after it go to a backend through a tunnel).
+  std::function<bool(std::string_view url)> pipe_match;
 
   // Admin commands (admin.cpp): returns the reply; ok=false for an error reply.
   std::string admin_command(const std::vector<std::string>& argv, bool& ok);

@@ -575,6 +575,12 @@ void Client::start_request(const http::RequestHead& h, std::size_t head_len) {
     synth(501, "Not Implemented", true);
     return;
   }
+  if (srv_.tunnel_hook && srv_.pipe_match && srv_.pipe_match(h.target)) {
+    RP_TRACE(req_, "recv -> pipe");
+    scratch_.clear();  // no CONNECT target: the hook pipes to a backend; in_ keeps the raw head
+    become_tunnel();
+    return;
+  }
 
   if (!lookup()) return;
   start_fetch(h);
@@ -612,6 +618,13 @@ void Client::start_fetch(const http::RequestHead& h) {
         (!trace_hdr.empty() && http::iequals(x.name, trace_hdr)))
       continue;
     http::write_header(hd, x.name, x.value);
+  }
+  // Upgrade and Connection are hop-by-hop: they go on only when a tunnel can take a 101.
+  if (srv_.tunnel_hook && h.connection.upgrade) {
+    if (const http::Header* u = h.headers.find("Upgrade")) {
+      http::write_header(hd, "Upgrade", u->value);
+      http::write_header(hd, "Connection", "upgrade");
+    }
   }
   http::write_via(hd, h.headers, h.version_minor, srv_.config().via);
   http::write_x_forwarded_for(hd, h.headers, peer_ip_);
@@ -969,6 +982,16 @@ void Client::deliver_head() {
     // Upgrade accepted by the backend: the tunnel hook takes it from here.
     if (srv_.tunnel_hook) {
       status_ = 101;
+      // The 101 head (with its Upgrade and Connection) goes to the client first (in o,
+      // which is scratch_: become_tunnel() passes it on).
+      http::write_status_line(o, 101, f.rh.reason, 1);
+      for (const http::Header& h : f.rh.headers) http::write_header(o, h.name, h.value);
+      http::end_head(o);
+      req_.record(Tag::RespProtocol, "HTTP/1.1");
+      req_.record(Tag::RespStatus, "101");
+      req_.record(Tag::RespReason, f.rh.reason.empty() ? http::reason_phrase(101) : f.rh.reason);
+      if (req_.enabled(Tag::RespHeader))
+        for (const http::Header& h : f.rh.headers) log_header(req_, Tag::RespHeader, h);
       become_tunnel();
       return;
     }
@@ -1264,14 +1287,16 @@ void Client::become_tunnel() {
   TunnelHandoff t;
   t.worker = &w_;
   t.client_fd = fd_;
-  t.target = scratch_;
+  bool upgrade = f_ && f_->conn;  // a 101: scratch_ holds its head, not a CONNECT target
+  if (!upgrade) t.target = scratch_;
   t.client_pending.assign(in_.view());
   in_.clear();
   t.req = &req_;
   w_.del_fd(fd_);
   if (f_ && f_->conn) {
     t.backend_fd = f_->conn->fd;
-    t.backend_pending.assign(f_->in.view());
+    t.backend_pending = scratch_;
+    t.backend_pending.append(f_->in.view());
     w_.del_fd(f_->conn->fd);
     f_->conn->fd = -1;  // owned by the tunnel now
     f_->conn->owner = nullptr;
@@ -1279,7 +1304,6 @@ void Client::become_tunnel() {
     f_->conn = nullptr;
   }
   if (f_) end_fetch(false, "tunnel");
-  w_.counters().add(M::pipe_sess);
   RP_TRACE(req_, "tunnel handoff client_fd=%d backend_fd=%d", t.client_fd, t.backend_fd);
   bool taken = srv_.tunnel_hook(t);
   if (!taken) {
