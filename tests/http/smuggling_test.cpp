@@ -107,6 +107,18 @@ TEST(Smuggling, InvalidHeaderValues) {
   EXPECT_EQ(p.h.headers[1].value, "caf\xc3\xa9\tb");
 }
 
+TEST(Smuggling, HostMustBeAHost) {
+  for (const char* bad : {"a b", "a/b", "a?b", "a#b", "u@h", "h:8x", "h:80:90", "[::1", "[]", "[::1]x", "\"h\""}) {
+    std::string wire = std::string("GET / HTTP/1.1\r\nHost: ") + bad + "\r\n\r\n";
+    expect_400(wire, Error::BadHost);
+  }
+  for (const char* good : {"example.com", "example.com:8080", "127.0.0.1:80", "[::1]:443", "[2001:db8::1]:8080",
+                           "xn--bcher-kva.example", "h:", ""}) {
+    std::string wire = std::string("GET / HTTP/1.1\r\nHost: ") + good + "\r\n\r\n";
+    EXPECT_TRUE(parse_req(wire).r.done()) << good;
+  }
+}
+
 TEST(Smuggling, TooManyConnectionFields) {
   std::string f;
   for (int i = 0; i < 9; ++i) f += "Connection: x" + std::to_string(i) + "\r\n";
@@ -116,7 +128,7 @@ TEST(Smuggling, TooManyConnectionFields) {
 TEST(Smuggling, ErrorReasonsAreDistinctAndStatusMapped) {
   // Each error has its own text for the Error record.
   std::set<std::string_view> seen;
-  for (int e = 0; e <= static_cast<int>(Error::TrailerTooLarge); ++e) {
+  for (int e = 0; e <= static_cast<int>(Error::BadHost); ++e) {
     auto r = error_reason(static_cast<Error>(e));
     EXPECT_FALSE(r.empty());
     EXPECT_TRUE(seen.insert(r).second) << r;

@@ -313,6 +313,37 @@ Error parse_fields(const char* p, const char* end, const Limits& lim, HeaderList
   }
 }
 
+// uri-host [ ":" port ] (RFC 3986): reg-name / IPv4 / IP-literal, then digits. Empty
+// is allowed (a target without authority). Anything else could make the proxy and the
+// origin disagree on which site a request is for.
+bool valid_host(std::string_view h) {
+  std::size_t i = 0;
+  if (!h.empty() && h[0] == '[') {
+    std::size_t close = h.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    for (std::size_t k = 1; k < close; ++k) {
+      char c = h[k];
+      bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.' ||
+                c == 'v' || c == 'V';
+      if (!ok) return false;
+    }
+    i = close + 1;
+  } else {
+    for (; i < h.size() && h[i] != ':'; ++i) {
+      char c = h[i];
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                c == '_' || c == '~' || c == '%' || c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' ||
+                c == ')' || c == '*' || c == '+' || c == ',' || c == ';' || c == '=';
+      if (!ok) return false;
+    }
+  }
+  if (i == h.size()) return true;
+  if (h[i] != ':') return false;
+  for (++i; i < h.size(); ++i)
+    if (h[i] < '0' || h[i] > '9') return false;
+  return true;
+}
+
 bool keep_alive_for(std::uint8_t minor, const ConnectionInfo& c) {
   if (c.close) return false;
   return minor >= 1 || c.keep_alive;
@@ -351,6 +382,7 @@ std::string_view error_reason(Error e) {
     case Error::MissingChunkCRLF: return "missing CRLF after chunk data";
     case Error::BadTrailer: return "invalid trailer field";
     case Error::TrailerTooLarge: return "trailer section too large";
+    case Error::BadHost: return "invalid Host header";
   }
   return "unknown error";
 }
@@ -435,6 +467,7 @@ ParseResult RequestParser::parse(std::string_view buf, RequestHead& out) {
   if (f.host_count > 1) return fail(Error::MultipleHost, false);
   if (f.host_count == 0 && out.version_minor >= 1) return fail(Error::MissingHost, false);
   out.host = f.host_count ? f.host : std::string_view{};
+  if (!valid_host(out.host)) return fail(Error::BadHost, false);
   if (f.has_te) {
     if (out.version_minor == 0) return fail(Error::TransferEncodingHttp10, false);
     if (f.has_cl) return fail(Error::ContentLengthWithTransferEncoding, false);

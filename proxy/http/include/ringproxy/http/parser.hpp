@@ -45,6 +45,7 @@ enum class Error : std::uint8_t {
   MissingChunkCRLF,    // 400 chunk data not followed by CRLF
   BadTrailer,          // 400 malformed trailer field
   TrailerTooLarge,     // 400 trailer section over max_head_bytes
+  BadHost,             // 400 Host is not uri-host[:port] (RFC 9112 §3.2)
 };
 
 std::string_view error_reason(Error e);
