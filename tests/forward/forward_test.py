@@ -180,30 +180,36 @@ def stderr_of(name):
 # ---------------------------------------------------------------------------------------
 
 def case_rsyslog_tcp():
+    # One forwarder with two destinations (TCP octet counting and UDP: each gets every
+    # message), a second one with JSON over TCP with LF framing, on the same ring.
     n = 2000
     ring = create_ring("t", 8 << 20)
-    pa, pb = free_port(), free_port()
-    out_a, out_b = os.path.join(WORK, "a.log"), os.path.join(WORK, "b.log")
-    rs = Rsyslog("rs", tcp={pa: out_a, pb: out_b})
+    pa, pb, pu = free_port(), free_port(), free_port(socket.SOCK_DGRAM)
+    out_a, out_b, out_u = (os.path.join(WORK, x + ".log") for x in "abu")
+    rs = Rsyslog("rs", tcp={pa: out_a, pb: out_b}, udp={pu: out_u})
     rs.start()
     f1 = forwarder("ncsa", ["-t", "10", "--output", "ncsa", "-F", "%m %U %s %{User-Agent}i", "--hostname", "web1",
-                            f"tcp://127.0.0.1:{pa}"], "t")
+                            f"tcp://127.0.0.1:{pa}", f"u=udp://127.0.0.1:{pu}"], "t")
     f2 = forwarder("json", ["-t", "10", "--output", "json", "--framing", "lf", "--app-name", "proxy",
                             "--stats", os.path.join(WORK, "json.stats"), f"b=tcp://127.0.0.1:{pb}"], "t")
-    written, dropped = write(ring, 0, n, 0, readers=2)
+    written, dropped = write(ring, 0, n, 5000, readers=2)
     if dropped:
         fail(f"the writer dropped {dropped} transactions")
-    wait_for(lambda: len(lines(out_a)) >= n and len(lines(out_b)) >= n, 60, f"{n} lines in each file")
+    wait_for(lambda: all(len(lines(o)) >= n for o in (out_a, out_b, out_u)), 60, f"{n} lines in each file")
+    c = stats_counters(os.path.join(INST, "t", "forward.stats"))
+    key = f"FORWARD.tcp:127_0_0_1:{pa}."
+    if c.get(key + "connected") != 1 or c.get("FORWARD.u.connected") != 1:
+        fail(f"connected gauges while running: {c}")
     stop(f1)
     stop(f2)
     rs.stop()
-    la, lb = lines(out_a), lines(out_b)
-    if len(la) != n or len(lb) != n:
-        fail(f"expected {n} lines, got {len(la)} and {len(lb)}")
-    for i, l in enumerate(la):
+    la, lb, lu = lines(out_a), lines(out_b), lines(out_u)
+    if len(la) != n or len(lb) != n or len(lu) != n:
+        fail(f"expected {n} lines, got {len(la)}, {len(lb)} and {len(lu)}")
+    for i, (l, u) in enumerate(zip(la, lu)):
         want = f'web1 ringlog ncsa GET /seq/{i:06d} 200 forward-test \\"quoted\\"'
-        if l != want:
-            fail(f"ncsa line {i}: {l!r}, expected {want!r}")
+        if l != want or u != want:
+            fail(f"ncsa line {i}: tcp {l!r}, udp {u!r}, expected {want!r}")
     for i, l in enumerate(lb):
         host, app, msgid, body = l.split(" ", 3)
         if app != "proxy" or msgid != "json":
@@ -216,13 +222,16 @@ def case_rsyslog_tcp():
         if 'User-Agent: forward-test "quoted"' not in uas:
             fail(f"json line {i}: header not intact: {uas}")
     c = stats_counters(os.path.join(INST, "t", "forward.stats"))
-    key = f"FORWARD.tcp:127_0_0_1:{pa}."
-    if c.get(key + "sent") != n or c.get(key + "lost") != 0 or c.get(key + "failed") != 0 or c.get(key + "queued") != 0:
-        fail(f"counters: {c}")
+    for k in (key, "FORWARD.u."):
+        if c.get(k + "sent") != n or c.get(k + "lost") != 0 or c.get(k + "failed") != 0 or c.get(k + "queued") != 0:
+            fail(f"counters: {c}")
+    if c.get(key + "bytes", 0) <= n * 50:
+        fail(f"bytes counter: {c}")
     c = stats_counters(os.path.join(WORK, "json.stats"))
     if c.get("FORWARD.b.sent") != n:
         fail(f"counters of the json forwarder: {c}")
-    print(f"ok: {n} transactions as NCSA lines (octet counting) and JSON (LF framing), intact and in order")
+    print(f"ok: {n} transactions as NCSA lines to TCP (octet counting) and UDP at once, and as JSON "
+          f"(LF framing), intact and in order")
 
 
 def case_rsyslog_restart():
