@@ -313,14 +313,14 @@ def case_rsyslog_udp():
 
 
 def stall_run(policy):
-    n = 4000
+    n = 3000
     ring = create_ring(policy, 256 << 10)
     port = free_port()
     out = os.path.join(WORK, policy + ".log")
     stats = os.path.join(INST, policy, "forward.stats")
-    f = forwarder(policy, ["-t", "10", "-F", "%U", "--buffer", "4k", "--stall-fill", "50", "--on-stall", policy,
+    f = forwarder(policy, ["-t", "10", "-F", "%U", "--buffer", "4k", "--stall-fill", "40", "--on-stall", policy,
                            "--retry-min", "0.05", "--retry-max", "0.2", f"tcp://127.0.0.1:{port}"], policy)
-    written, dropped = write(ring, 0, n, 4000)
+    written, dropped = write(ring, 0, n, 2000)
     time.sleep(0.5)
     c = stats_counters(stats)
     key = f"FORWARD.tcp:127_0_0_1:{port}."
@@ -328,11 +328,13 @@ def stall_run(policy):
     rs = Rsyslog("rs-" + policy, tcp={port: out})
     rs.start()
     if policy == "drop-oldest":
-        if dropped:
+        # The pin moves on: writers keep their room (a few may drop if the forwarder
+        # is descheduled for long on a loaded machine).
+        if dropped > n // 20:
             fail(f"drop-oldest: the writers dropped {dropped} transactions")
         if not lost or "drop-oldest" not in stderr_of(policy):
             fail(f"drop-oldest: nothing counted as lost ({c}), stderr: {stderr_of(policy)}")
-        wait_for(lambda: len(lines(out)) >= n - lost, 60, f"{n - lost} lines")
+        wait_for(lambda: len(lines(out)) >= n - lost - dropped, 60, f"{n - lost - dropped} lines")
     else:
         if lost:
             fail(f"block-writers: the forwarder gave up {lost} messages")
