@@ -57,6 +57,12 @@ printf 'GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chu
   curl -s --max-time 2 telnet://127.0.0.1:$port 2>/dev/null | head -1 | sed 's/^/  smuggling attempt -> /' || true
 if [ -n "${tail_pid:-}" ]; then wait "$tail_pid" 2>/dev/null || true; fi
 
+if [ $have_tail = 1 ] && [ -x "$tail_bin" ]; then
+  echo
+  echo "== the traced request, from the ring: ringlog -n $inst -d -g request -q 'ReqURL ~ \"^/traced\"'"
+  "$tail_bin" -n "$inst" -d -g request -q 'ReqURL ~ "^/traced"' | head -80
+fi
+
 if command -v wrk >/dev/null; then
   echo
   echo "== load: wrk -t2 -c16 -d2s $base/1k (bounded: 2 seconds)"
@@ -70,11 +76,7 @@ echo
 echo "== ringlog-stat -1 -n $inst (counters; info level)"
 ./build/readers/ringlog-stat/ringlog-stat -1 -n "$inst" | grep -E '^(MAIN|VBE|RING|STAT)\.' | awk '$2 != 0' | head -40
 
-if [ $have_tail = 1 ] && [ -x "$tail_bin" ]; then
-  echo
-  echo "== the traced request: ringlog -n $inst -d -g request -q 'ReqURL ~ \"^/traced\"'"
-  "$tail_bin" -n "$inst" -d -g request -q 'ReqURL ~ "^/traced"' | head -60
-else
+if [ $have_tail != 1 ] || [ ! -x "$tail_bin" ]; then
   echo
   echo "== (no ringlog tool in this tree) the ring demo: writers + a live tail in another process"
   ./build/readers/ringlog-demo/ringlog-demo -n demo -w 4 -r 5 -d 3

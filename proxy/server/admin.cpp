@@ -107,10 +107,15 @@ std::string Server::admin_command(const std::vector<std::string>& argv, bool& ok
     out += buf;
     if (backends_.empty()) return out + "(none: the built-in demo origin answers)\n";
     for (auto& b : backends_) {
+      std::string last;
+      {
+        std::lock_guard<std::mutex> lk(b->probe_mu);
+        last = b->last_probe.empty() ? "-" : b->last_probe;
+      }
       std::snprintf(buf, sizeof buf, "%-24s %-24s %-8s %3u/%-4u %s\n", b->spec.name.c_str(), b->spec.addr.str().c_str(),
                     b->healthy.load() ? "healthy" : "sick",
                     unsigned(__builtin_popcountll(b->happy.load() & 0xff)),
-                    unsigned(std::min<std::uint64_t>(b->probes.load(), 8)), b->last_probe.c_str());
+                    unsigned(std::min<std::uint64_t>(b->probes.load(), 8)), last.c_str());
       out += buf;
     }
     return out;

@@ -229,7 +229,10 @@ void Server::probe(Backend& b) {
   std::uint64_t h = (b.happy.load(std::memory_order_relaxed) << 1) | (ok ? 1 : 0);
   b.happy.store(h, std::memory_order_relaxed);
   b.stats.set(V::happy, h);
-  b.last_probe = what;
+  {
+    std::lock_guard<std::mutex> lk(b.probe_mu);
+    b.last_probe = what;
+  }
   bool was = b.healthy.exchange(ok, std::memory_order_relaxed);
   if (was != ok) {
     if (!ok) b.stats.add(V::sick);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,7 +31,8 @@ struct Backend {
   std::atomic<std::uint64_t> happy{0};         // probe history, newest in bit 0
   std::atomic<std::uint64_t> probes{0}, probe_failures{0};
   std::atomic<std::uint64_t> last_change_ns{0};
-  std::string last_probe;                      // written by the health thread only
+  std::mutex probe_mu;                         // guards last_probe (health thread writes, admin reads)
+  std::string last_probe;
   // A worker saw a connect failure: skip this backend until a probe passes.
   void mark_sick() noexcept { healthy.store(false, std::memory_order_relaxed); }
 };

@@ -36,7 +36,15 @@
   do {                     \
   } while (0)
 #else
-#define RP_TRACE(txn, ...) RINGLOG_TRACEF(txn, __VA_ARGS__)
+// A trace point of the session state machine (used inside Client only): when tracing
+// is off, one predictable branch; when on, a Trace record and MAIN.trace_records.
+#define RP_TRACE(txn, ...)                                 \
+  do {                                                     \
+    if ((txn).tracing()) [[unlikely]] {                    \
+      w_.counters().add(ringlog::stats::main::trace_records); \
+      (txn).trace_printf(__VA_ARGS__);                     \
+    }                                                      \
+  } while (0)
 #endif
 
 namespace ringproxy {
@@ -276,6 +284,9 @@ class Client : public Handler {
   bool idle() const noexcept { return !req_active_ && in_.empty() && out_.empty(); }
   void close_session(const char* reason);
   bool closed() const noexcept { return fd_ < 0; }
+  void resume() { if (fd_ >= 0) drive(); }
+  bool scheduled_ = false;
+  std::uint64_t moved_ = 0;  // bytes read or written by this session's sockets (progress)
   BackendConn* backend_conn() const noexcept { return f_ ? f_->conn : nullptr; }
 
  private:
@@ -405,8 +416,17 @@ void Client::on_backend_event() {
 
 // The state machine's pump: runs every step that can make progress now.
 void Client::drive() {
-  for (int guard = 0; guard < 64 && fd_ >= 0; ++guard) {
+  scheduled_ = false;
+  for (int guard = 0; fd_ >= 0; ++guard) {
+    if (guard == 64) {
+      // Fairness: a long transfer yields to the other sessions and resumes on the
+      // loop's next turn (its sockets may stay ready without a new edge).
+      scheduled_ = true;
+      w_.schedule(this);
+      return;
+    }
     std::size_t in_before = in_.size(), out_before = out_.size();
+    std::uint64_t moved_before = moved_;
     bool progressed = false;
     if (!req_active_ && !closing_) {
       progressed = step_head();
@@ -434,13 +454,14 @@ void Client::drive() {
       if (read_client()) progressed = true;
       if (fd_ < 0) return;
     }
-    if (!progressed && in_.size() == in_before && out_.size() == out_before) break;
+    if (!progressed && in_.size() == in_before && out_.size() == out_before && moved_ == moved_before) break;
   }
 }
 
 bool Client::read_client() {
   ssize_t n = read_into(fd_, in_);
   if (n > 0) {
+    moved_ += std::uint64_t(n);
     if (!req_active_ && hdr_start_real_ == 0) {
       hdr_start_real_ = real_ns();
       timer_ = Timer::Header;
@@ -541,7 +562,6 @@ void Client::start_request(const http::RequestHead& h, std::size_t head_len) {
     if (const http::Header* t = h.headers.find(srv_.config().trace_header); t && srv_.trusted(peer_))
       req_.set_trace(token_value(t->value));
   }
-  if (req_.tracing()) w_.counters().add(M::trace_records);
   RP_TRACE(req_, "recv method=%.*s url_len=%zu headers=%zu body=%d keep_alive=%d", int(h.method_name.size()),
            h.method_name.data(), h.target.size(), h.headers.size(), int(h.body), int(keep_alive_));
 
@@ -601,6 +621,7 @@ void Client::start_fetch(const http::RequestHead& h) {
   f_ = std::make_unique<Fetch>();
   Fetch& f = *f_;
   f.bereq = req_.child(ringlog::TxnType::bereq, "fetch");
+  f.req_body_sent = req_body_done_;
   f.bereq.timestamp("Start");
   req_.timestamp("Fetch");
   f.rp.reset();
@@ -831,6 +852,7 @@ void Client::pump_backend() {
     bool blocked = false;
     std::size_t before_hdr = f.hdr_tx < f.head.size() ? f.head.size() - f.hdr_tx : 0;
     bool ok = write_from(c->fd, f.out, blocked, &sent);
+    moved_ += sent;
     std::uint64_t h = std::min<std::uint64_t>(sent, before_hdr);
     f.hdr_tx += h;
     f.body_tx += sent - h;
@@ -872,6 +894,7 @@ void Client::pump_backend() {
     if (f.st == Fetch::Body && f.in.size() >= kHighWater) break;
     ssize_t n = read_into(c->fd, f.in);
     if (n > 0) {
+      moved_ += std::uint64_t(n);
       f.got_any = true;
       if (f.st == Fetch::Body) f.deadline = w_.now() + p.ns(between_bytes_timeout);
       if (f.st != Fetch::Body) {
@@ -1267,7 +1290,7 @@ void Client::flush_client() {
   }
   bool blocked = false;
   std::size_t before = out_.size();
-  if (!write_from(fd_, out_, blocked, nullptr)) {
+  if (!write_from(fd_, out_, blocked, &moved_)) {
     if (req_active_) req_.recordf(Tag::Error, "client write: %s", std::strerror(errno));
     close_session("TX_ERROR");
     return;
@@ -1558,6 +1581,7 @@ void Worker::release_backend_conn(BackendConn* c, bool reusable, const char*) {
 }
 
 void Worker::retire(Client* c) { dead_clients_.push_back(c); }
+void Worker::schedule(Client* c) { ready_.push_back(c); }
 void Worker::retire(BackendConn* c) {
   if (c->retired) return;
   c->retired = true;
@@ -1568,6 +1592,7 @@ void Worker::free_retired() {
   if (!dead_clients_.empty()) {
     for (Client* c : dead_clients_) {
       clients_.erase(std::remove(clients_.begin(), clients_.end(), c), clients_.end());
+      ready_.erase(std::remove(ready_.begin(), ready_.end(), c), ready_.end());
       delete c;
     }
     dead_clients_.clear();
@@ -1612,9 +1637,17 @@ void Worker::run() {
   now_ns_ = mono_ns();
   if (srv_.stopping()) begin_shutdown();
   for (;;) {
-    int n = ::epoll_wait(ep_, evs, 256, 20);
+    int n = ::epoll_wait(ep_, evs, 256, ready_.empty() ? 20 : 0);
     now_ns_ = mono_ns();
     for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
+    if (!ready_.empty()) {
+      std::vector<Client*> batch;
+      batch.swap(ready_);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        // A session closed meanwhile is retired, not freed, until free_retired().
+        if (!batch[i]->closed() && batch[i]->scheduled_) batch[i]->resume();
+      }
+    }
     free_retired();
     if (now_ns_ >= next_sweep_) {
       sweep();
