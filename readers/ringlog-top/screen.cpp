@@ -154,15 +154,15 @@ void Screen::draw(bool eof) {
   static const int tw = tag_width();
   std::string line;
   int y = 2;
-  for (const TopCounter::Entry* e : counter_.sorted(std::size_t(rows - 2))) {
+  for (const TopCounter::Entry& e : counter_.sorted(std::size_t(rows - 2))) {
     char num[48];
-    int n = std::snprintf(num, sizeof num, "%9.2f ", e->count);
+    int n = std::snprintf(num, sizeof num, "%9.2f ", e.count);
     line.assign(num, std::size_t(n));
-    std::string_view tn = tag_name(e->tag);
+    std::string_view tn = tag_name(e.tag);
     line += tn;
     if (int(tn.size()) < tw) line.append(std::size_t(tw) - tn.size(), ' ');
     line += ' ';
-    append_top_key(line, e->key);
+    append_top_key(line, e.key);
     mvaddnstr(y++, 0, line.c_str(), cols - 1);
     if (y >= rows) break;
   }

@@ -47,6 +47,12 @@ enum class TimeKind : std::uint8_t { strftime, sec, msec, usec, msec_frac, usec_
 enum class Missing : std::uint8_t { string, number };
 
 struct Op {
+  // A %t / %{X}t result for one second, reused while the second does not change
+  // (localtime and strftime cost more than the rest of a line).
+  struct TimeCache {
+    std::int64_t secs = -1;
+    std::string text;
+  };
   OpKind kind = OpKind::literal;
   Field field = F_count;
   TimeKind time = TimeKind::strftime;
@@ -55,6 +61,7 @@ struct Op {
   bool clf_dash_zero = false;  // %b: '-' rather than 0 (CLF), outside -j
   std::size_t watch = 0;       // header or VSL watch index
   std::string text;            // literal text, default value, or strftime format
+  mutable TimeCache cache;     // strftime ops only
 };
 
 struct VslWatch {
@@ -176,6 +183,14 @@ void ncsa_escape(std::string& out, std::string_view s, bool json) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
   for (std::size_t i = 0; i < n; ++i) {
+    // Runs of plain bytes are copied at once: most values need no escape at all.
+    std::size_t run = i;
+    while (run < n && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\') ++run;
+    if (run > i) {
+      out.append(reinterpret_cast<const char*>(p + i), run - i);
+      i = run;
+      if (i == n) break;
+    }
     unsigned char c = p[i];
     switch (c) {
       case '"': out += "\\\""; continue;
@@ -597,22 +612,29 @@ void NcsaFormatter::Impl::render_time(const Op& op, std::string& out) const {
     if (auto e = parse_time_us(*frag[F_tend])) end = *e;
   switch (op.time) {
     case TimeKind::strftime: {
-      time_t secs = static_cast<time_t>(*start / 1'000'000);
-      struct tm tm {};
-      if (localtime_r(&secs, &tm) == nullptr || op.text.empty()) return;
-      // strftime() returns 0 both for "too small" and for an empty result: grow a few
-      // times, then accept empty.
-      for (std::size_t cap = 128; cap <= 8192; cap *= 4) {
-        std::string buf(cap, '\0');
+      const std::int64_t secs = *start / 1'000'000;
+      if (op.cache.secs != secs) {
+        op.cache.secs = secs;
+        op.cache.text.clear();
+        time_t t = static_cast<time_t>(secs);
+        struct tm tm {};
+        if (localtime_r(&t, &tm) != nullptr && !op.text.empty()) {
+          // strftime() returns 0 both for "too small" and for an empty result: grow a
+          // few times, then accept empty.
+          for (std::size_t cap = 128; cap <= 8192; cap *= 4) {
+            std::string buf(cap, '\0');
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"  // the user's %{...}t format, by design
-        std::size_t n = std::strftime(buf.data(), cap, op.text.c_str(), &tm);
+            std::size_t n = std::strftime(buf.data(), cap, op.text.c_str(), &tm);
 #pragma GCC diagnostic pop
-        if (n > 0) {
-          out.append(buf.data(), n);
-          return;
+            if (n > 0) {
+              op.cache.text.assign(buf.data(), n);
+              break;
+            }
+          }
         }
       }
+      out += op.cache.text;
       return;
     }
     case TimeKind::sec: append_int(out, *start / 1'000'000); return;

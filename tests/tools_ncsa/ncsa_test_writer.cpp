@@ -5,8 +5,9 @@
 //   --ring PATH --append --fixed       open the existing ring and add the set once more
 //   --ring PATH --live [--rate R]      create the ring and keep writing requests (R per
 //                                      second, real time) until SIGTERM/SIGINT
-// --ready FILE is written once the ring exists. --logfile FILE (with --fixed) also
-// copies every message of the ring into a ringlog binary log file (for -r).
+// --area-mb MB sizes the ring (default 4). --ready FILE is written once the ring
+// exists. --logfile FILE (with --fixed) also copies every message of the ring into a
+// ringlog binary log file (for -r).
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ void on_signal(int) { g_stop = 1; }
 void usage() {
   std::fprintf(stderr,
                "usage: ncsa_test_writer --ring PATH (--fixed [--repeat N] [--append] [--logfile FILE] | "
-               "--live [--rate R]) [--ready FILE]\n");
+               "--live [--rate R]) [--area-mb MB] [--ready FILE]\n");
   std::exit(2);
 }
 
@@ -202,6 +203,7 @@ int main(int argc, char** argv) {
   std::string ring, ready, logfile;
   bool fixed = false, live = false, append = false;
   int repeat = 1;
+  unsigned area_mb = 4;
   double rate = 20;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -217,13 +219,14 @@ int main(int argc, char** argv) {
     else if (a == "--append") append = true;
     else if (a == "--repeat") repeat = std::atoi(next().c_str());
     else if (a == "--rate") rate = std::atof(next().c_str());
+    else if (a == "--area-mb") area_mb = unsigned(std::atoi(next().c_str()));
     else usage();
   }
-  if (ring.empty() || fixed == live || repeat < 1 || !(rate > 0)) usage();
+  if (ring.empty() || fixed == live || repeat < 1 || !(rate > 0) || area_mb < 1 || area_mb > 1024) usage();
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
 
-  Log log = append ? Log::open(ring) : Log::create(ring, {.area_size = 4u << 20});
+  Log log = append ? Log::open(ring) : Log::create(ring, {.area_size = std::uint64_t{area_mb} << 20});
   if (!ready.empty()) std::ofstream(ready) << ::getpid() << "\n";
   if (fixed) {
     for (int r = 0; r < repeat; ++r) write_fixed(log, at(kT0, 10.0 * r));

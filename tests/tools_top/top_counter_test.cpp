@@ -17,12 +17,12 @@ TEST(TopCounter, CountsPairsAndSortsByCount) {
   EXPECT_FALSE(c.add(Tag::ReqURL, ""));
   ASSERT_EQ(c.size(), 3u);
   auto v = c.sorted();
-  EXPECT_EQ(v[0]->key, "/a");
-  EXPECT_EQ(v[0]->tag, Tag::ReqURL);
-  EXPECT_DOUBLE_EQ(v[0]->count, 3.0);
-  EXPECT_EQ(v[1]->tag, Tag::BereqURL);
-  EXPECT_DOUBLE_EQ(v[1]->count, 2.0);
-  EXPECT_EQ(v[2]->key, "/b");
+  EXPECT_EQ(v[0].key, "/a");
+  EXPECT_EQ(v[0].tag, Tag::ReqURL);
+  EXPECT_DOUBLE_EQ(v[0].count, 3.0);
+  EXPECT_EQ(v[1].tag, Tag::BereqURL);
+  EXPECT_DOUBLE_EQ(v[1].count, 2.0);
+  EXPECT_EQ(v[2].key, "/b");
   EXPECT_EQ(c.sorted(2).size(), 2u);
 }
 
@@ -33,9 +33,9 @@ TEST(TopCounter, TiesAreOrderedByTagThenKey) {
   c.add(Tag::ReqURL, "/m");
   auto v = c.sorted();
   ASSERT_EQ(v.size(), 3u);
-  EXPECT_EQ(v[0]->key, "/m");
-  EXPECT_EQ(v[1]->key, "/z");
-  EXPECT_EQ(v[2]->tag, Tag::RespStatus);
+  EXPECT_EQ(v[0].key, "/m");
+  EXPECT_EQ(v[1].key, "/z");
+  EXPECT_EQ(v[2].tag, Tag::RespStatus);
 }
 
 TEST(TopCounter, FirstFieldOnly) {
@@ -47,10 +47,10 @@ TEST(TopCounter, FirstFieldOnly) {
   EXPECT_FALSE(c.add(Tag::ReqHeader, ": no name"));
   auto v = c.sorted();
   ASSERT_EQ(v.size(), 3u);
-  EXPECT_EQ(v[0]->key, "Host");
-  EXPECT_DOUBLE_EQ(v[0]->count, 2.0);
-  EXPECT_EQ(v[1]->key, "/path");
-  EXPECT_EQ(v[2]->key, "User-Agent");
+  EXPECT_EQ(v[0].key, "Host");
+  EXPECT_DOUBLE_EQ(v[0].count, 2.0);
+  EXPECT_EQ(v[1].key, "/path");
+  EXPECT_EQ(v[2].key, "User-Agent");
 }
 
 TEST(TopCounter, DecayIsVarnishtops) {
@@ -58,11 +58,11 @@ TEST(TopCounter, DecayIsVarnishtops) {
   for (int i = 0; i < 3; ++i) c.add(Tag::ReqURL, "/a");
   c.decay(60, 100);  // n = 1: count += (1/3 - count) / 1
   EXPECT_EQ(c.ticks(), 1u);
-  EXPECT_NEAR(c.sorted()[0]->count, 1.0 / 3.0, 1e-12);
+  EXPECT_NEAR(c.sorted()[0].count, 1.0 / 3.0, 1e-12);
   c.add(Tag::ReqURL, "/a");
   c.add(Tag::ReqURL, "/a");
   c.decay(60, 100);  // n = 2
-  EXPECT_NEAR(c.sorted()[0]->count, (7.0 / 3.0) + ((1.0 / 3.0) - (7.0 / 3.0)) / 2.0, 1e-12);
+  EXPECT_NEAR(c.sorted()[0].count, (7.0 / 3.0) + ((1.0 / 3.0) - (7.0 / 3.0)) / 2.0, 1e-12);
 }
 
 TEST(TopCounter, SteadyRateSettlesNearRateTimesPeriod) {
@@ -71,7 +71,7 @@ TEST(TopCounter, SteadyRateSettlesNearRateTimesPeriod) {
   double shown = 0;
   for (int s = 0; s < 300; ++s) {
     for (int i = 0; i < 5; ++i) c.add(Tag::ReqURL, "/hot");
-    shown = c.sorted()[0]->count;  // what the screen shows, before the update
+    shown = c.sorted()[0].count;  // what the screen shows, before the update
     c.decay(period, 100);
   }
   EXPECT_EQ(c.ticks(), period);  // n stops at the period
@@ -90,7 +90,7 @@ TEST(TopCounter, PrunesFarBelowTheShownRowsAndBeyondTenScreens) {
   // Only one row fits: /tiny's count falls below a tenth of /big's and goes.
   c.decay(60, 3);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c.sorted()[0]->key, "/big");
+  EXPECT_EQ(c.sorted()[0].key, "/big");
 
   TopCounter d;
   for (int i = 0; i < 100; ++i) d.add(Tag::ReqURL, "/u" + std::to_string(i));

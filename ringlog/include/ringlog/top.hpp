@@ -19,9 +19,10 @@ namespace ringlog {
 
 class TopCounter {
  public:
+  // One pair as listed: key views into the counter (valid until the next add/decay).
   struct Entry {
     Tag tag = Tag::invalid;
-    std::string key;  // the payload (or its first field with -f), as recorded
+    std::string_view key;  // the payload (or its first field with -f), as recorded
     double count = 0;
   };
 
@@ -36,19 +37,29 @@ class TopCounter {
   // dropped (varnishtop's bound on memory).
   void decay(unsigned period, std::size_t rows);
 
-  // Highest counts first; ties by tag id, then key (so dumps are reproducible).
-  std::vector<const Entry*> sorted(std::size_t max = std::numeric_limits<std::size_t>::max()) const;
-  std::size_t size() const noexcept { return entries_.size(); }
+  // Highest counts first; ties by tag id, then key (so dumps are reproducible). With
+  // max, only the first max (a partial sort).
+  std::vector<Entry> sorted(std::size_t max = std::numeric_limits<std::size_t>::max()) const;
+  std::size_t size() const noexcept { return counts_.size(); }
   unsigned ticks() const noexcept { return ticks_; }
 
   // varnishtop -1: every pair counted more than once, "%9.2f TAG KEY" lines.
   std::string dump() const;
 
  private:
+  // Map key: the tag byte, then the key, so that comparing map keys as bytes orders
+  // by tag, then key. One allocation per pair.
+  using Map = std::unordered_map<std::string, double>;
+  static Entry entry(const Map::value_type& v) noexcept {
+    return Entry{static_cast<Tag>(static_cast<unsigned char>(v.first[0])), std::string_view(v.first).substr(1),
+                 v.second};
+  }
+  std::vector<Map::const_iterator> order(std::size_t max, double min_count) const;
+
   bool first_field_;
   unsigned ticks_ = 0;
   std::string scratch_;
-  std::unordered_map<std::string, Entry> entries_;  // map key: tag byte + key
+  Map counts_;
 };
 
 // A key as shown on a screen or in a dump: control and non-ASCII bytes as \xHH.
