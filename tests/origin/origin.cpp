@@ -825,7 +825,9 @@ class Loop {
       close_conn(c);
       return;
     }
-    std::uint32_t want = EPOLLRDHUP;
+    // After the peer's FIN, EPOLLIN/EPOLLRDHUP would fire on every wait (level
+    // triggered) while a delayed answer is pending: stop asking for them.
+    std::uint32_t want = c.peer_eof ? 0u : static_cast<std::uint32_t>(EPOLLRDHUP);
     if (!c.peer_eof && c.in.size() < kInCap) want |= EPOLLIN;
     if (c.pending()) want |= EPOLLOUT;
     if (want != c.events) {

@@ -195,6 +195,14 @@ def main():
         c.read_until(b"\r\n\r\n")
         check(c.read_n(4) == content(4) and time.monotonic() - t0 >= 0.3, "/slow/body trickles")
         c.close()
+        # A half-closed client still gets its pipelined answers.
+        c = Conn(port)
+        c.send(b"GET /slow/head/500/size/2 HTTP/1.1\r\nHost: t\r\n\r\nGET /size/3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        c.s.shutdown(socket.SHUT_WR)
+        r1, r2 = c.response(), c.response()
+        check(r1[2] == content(2) and r2[2] == content(3), "answers after a half-close")
+        check(c.read_to_eof() == b"", "closed after the half-close answers")
+        c.close()
         # /cache variants and conditional requests.
         get(port, b"/stats/reset")
         url = b"/cache/o1/max-age=60/s-maxage=30/etag=v1/lm/vary=Accept-Language,X-V/cookie/age=5"
