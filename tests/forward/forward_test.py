@@ -297,7 +297,12 @@ def case_rsyslog_udp():
     rs = Rsyslog("rs", udp={port: out})
     rs.start()
     f = forwarder("udp", ["-t", "10", "--output", "raw", "-i", "ReqURL", f"udp://127.0.0.1:{port}"], "u")
-    write(ring, 0, n, 2000)
+    write(ring, 0, n // 2, 2000)
+    wait_for(lambda: len(lines(out)) >= n // 2, 60, f"{n // 2} datagrams")
+    # The writer restarts and recreates the ring: the forwarder follows it.
+    create_ring("u", 8 << 20)
+    wait_for(lambda: "reattached" in stderr_of("udp"), 30, "the forwarder to reattach")
+    write(ring, n // 2, n - n // 2, 2000)
     wait_for(lambda: len(lines(out)) >= n, 60, f"{n} datagrams")
     stop(f)
     rs.stop()
@@ -309,7 +314,7 @@ def case_rsyslog_udp():
             fail(f"udp line {i}: {l!r}")
     if len(got) != n:
         fail(f"{len(got)} lines for {n} transactions")
-    print(f"ok: {n} raw ReqURL records over UDP to imudp, in order ({host})")
+    print(f"ok: {n} raw ReqURL records over UDP to imudp, in order, across a recreated ring ({host})")
 
 
 def stall_run(policy):
