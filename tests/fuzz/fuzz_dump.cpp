@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   rd::Image ri;
   std::string why = rd::parse({img.data, img.size}, forced, opts & 0x80, ri);
   if (!why.empty()) return 0;
-  rd::WalkResult w = rd::walk(ri, {.scan = (opts & 1) != 0, .max_messages = 100000});
+  rd::WalkResult w = rd::walk(ri, {.scan = (opts & 1) != 0, .max_messages = 3000});
   (void)rd::format_messages(ri, w, {.mode = rd::Mode::raw, .lf_remap = (opts & 2) != 0, .json = (opts & 4) != 0});
   (void)rd::format_messages(ri, w, {.mode = rd::Mode::records, .json = (opts & 8) != 0});
   (void)rd::format_info(ri, w, (opts & 4) != 0);
