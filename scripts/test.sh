@@ -47,6 +47,6 @@ if [ -d tests/fuzz ] && ls tests/fuzz/*.cpp >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRINGLOG_BUILD_FUZZ=ON \
         -DRINGLOG_BUILD_TESTS=ON -DRINGLOG_BUILD_BENCH=OFF -DRINGLOG_BUILD_TOOLS=ON >/dev/null
   cmake --build build-fuzz -j "$JOBS" --target fuzz_all
-  ctest --test-dir build-fuzz -L fuzz --output-on-failure --timeout 600
+  ctest --test-dir build-fuzz -L fuzz -j "$JOBS" --output-on-failure --timeout 600
 fi
 step "all test suites passed"
