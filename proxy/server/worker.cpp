@@ -76,6 +76,14 @@ constexpr std::uint64_t kSweepNs = 20'000'000;  // timeout resolution
 struct Buf {
   std::unique_ptr<char[]> p;
   std::size_t cap = 0, rd = 0, wr = 0;
+  Buf() = default;
+  Buf(Buf&& o) noexcept : p(std::move(o.p)), cap(o.cap), rd(o.rd), wr(o.wr) { o.cap = o.rd = o.wr = 0; }
+  Buf& operator=(Buf&& o) noexcept {
+    p = std::move(o.p);
+    cap = o.cap, rd = o.rd, wr = o.wr;
+    o.cap = o.rd = o.wr = 0;
+    return *this;
+  }
   std::string_view view() const noexcept { return {p.get() + rd, wr - rd}; }
   std::size_t size() const noexcept { return wr - rd; }
   bool empty() const noexcept { return rd == wr; }
@@ -93,7 +101,7 @@ struct Buf {
       if (cap - wr >= n) return;
     }
     std::size_t nc = std::max<std::size_t>(cap ? cap * 2 : 16384, wr + n);
-    auto np = std::make_unique<char[]>(nc);
+    auto np = std::make_unique_for_overwrite<char[]>(nc);  // no zero fill: bytes are written before read
     if (wr) std::memcpy(np.get(), p.get(), wr);
     p = std::move(np);
     cap = nc;
@@ -351,6 +359,7 @@ class Client : public Handler {
   bool resp_until_close_ = false; // HTTP/1.0 client and no length: close ends the body
   std::uint64_t resp_left_ = 0;   // Length bodies: bytes still to forward
   std::unique_ptr<Fetch> f_;
+  Buf spare_in_, spare_out_;  // a finished fetch's buffers, for the next one
   std::string scratch_;
 };
 
@@ -620,6 +629,10 @@ bool Client::lookup() {
 void Client::start_fetch(const http::RequestHead& h) {
   f_ = std::make_unique<Fetch>();
   Fetch& f = *f_;
+  f.in = std::move(spare_in_);
+  f.out = std::move(spare_out_);
+  f.in.clear();
+  f.out.clear();
   f.bereq = req_.child(ringlog::TxnType::bereq, "fetch");
   f.req_body_sent = req_body_done_;
   f.bereq.timestamp("Start");
@@ -1194,6 +1207,13 @@ void Client::end_fetch(bool reusable, const char* why) {
   }
   f.bereq.end();
   w_.counters().add(M::log_txn);
+  // Keep the buffers for the next fetch of this session (no allocation per request).
+  f.in.clear();
+  f.out.clear();
+  f.in.release_if_idle();
+  f.out.release_if_idle();
+  spare_in_ = std::move(f.in);
+  spare_out_ = std::move(f.out);
   f_.reset();
 }
 
