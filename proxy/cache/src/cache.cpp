@@ -154,7 +154,11 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
   }
   if (h.busy) {  // coalescing: wait for the fetch's headers without holding a thread
     st_.waits.fetch_add(1, std::memory_order_relaxed);
-    if (wait) h.busy->arm(wait, h.busy->version());
+    // Body bytes may move the version while headers are pending; headers_ready itself
+    // only changes under our lock, so arming with a current version cannot miss it.
+    if (wait)
+      while (!h.busy->arm(wait, h.busy->version())) {
+      }
     out.verdict = Verdict::wait;
     out.obj = h.busy;
     return out;

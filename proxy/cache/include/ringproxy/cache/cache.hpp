@@ -112,7 +112,8 @@ class Cache {
   static std::string make_key(std::string_view host, std::string_view url);
 
   // Looks the request up. wait: armed on the busy object when the verdict is wait
-  // (look up again once it fires). Logs Hit / HitPass / HitMiss on txn. Non-GET/HEAD,
+  // (look up again once it fires; a waiter that goes away first calls
+  // Lookup::obj->disarm(wait)). Logs Hit / HitPass / HitMiss on txn. Non-GET/HEAD,
   // Authorization and Cookie requests are pass.
   Lookup lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* txn, double now);
 

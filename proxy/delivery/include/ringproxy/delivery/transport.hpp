@@ -18,7 +18,9 @@ namespace ringlog { class Log; }
 
 namespace ringproxy::delivery {
 
-// One response on one connection. The owner keeps it alive while inflight().
+// One response on one connection. The owner keeps it alive while inflight() (io_uring
+// holds pointers into it until the completion, and for zero-copy the notification,
+// has been reaped), and keeps its Chain alive longer than the Sender.
 class Sender {
  public:
   // ready: pump again now (io_uring: a send completed, more may go)
