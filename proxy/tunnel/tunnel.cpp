@@ -143,13 +143,14 @@ Clock::time_point Tunnel::deadline() const noexcept {
 }
 
 State Tunnel::progress() {
-  std::uint64_t before = dir_[kUp].delivered + dir_[kDown].delivered;
+  // Activity (for the idle timeout): bytes delivered, or an end of stream seen now.
+  auto activity = [this] { return dir_[kUp].delivered + dir_[kDown].delivered + dir_[kUp].eof + dir_[kDown].eof; };
+  std::uint64_t before = activity();
   for (Dir& d : dir_) {
     if (d.done) continue;
     if (pump(d) == Step::error) return finish(EndReason::error, "");
   }
-  if (dir_[kUp].delivered + dir_[kDown].delivered != before || dir_[kUp].eof || dir_[kDown].eof)
-    last_io_ = Clock::now();
+  if (activity() != before) last_io_ = Clock::now();
   if (dir_[kUp].done && dir_[kDown].done) return finish(EndReason::eof, "both sides closed");
   flush_counters();
   return State::running;

@@ -115,6 +115,25 @@ TEST_P(TunnelClose, IdleTimeoutClosesBothSides) {
   ::close(w.backend_peer);
 }
 
+// A half-closed tunnel (the client is done, the backend never answers) does not linger.
+TEST_P(TunnelClose, HalfClosedTunnelStillTimesOut) {
+  EpollLoop loop({}, opts(150ms));
+  loop.start();
+  Wiring w = Wiring::make();
+  auto id = loop.add(start_of(w));
+  ASSERT_TRUE(write_all(w.client_peer, "request", 7));
+  ::shutdown(w.client_peer, SHUT_WR);
+  bool gone = false;
+  EXPECT_EQ(drain(w.backend_peer, &gone), 7u);  // the EOF arrives; then nothing moves
+  Result r;
+  ASSERT_TRUE(loop.wait(id, &r, 10s));
+  EXPECT_EQ(r.reason, EndReason::timeout);
+  drain(w.client_peer, &gone);
+  EXPECT_TRUE(gone);
+  ::close(w.client_peer);
+  ::close(w.backend_peer);
+}
+
 TEST_P(TunnelClose, HostAbortClosesBothSides) {
   EpollLoop loop({}, opts());
   loop.start();
