@@ -69,8 +69,13 @@ TEST_P(TunnelClose, AbruptCloseOfEitherSide) {
     ASSERT_TRUE(loop.wait(id, &r, 10s));
     EXPECT_EQ(r.reason, EndReason::error) << to_string(r.reason) << " " << r.detail;
     EXPECT_NE(r.detail.find(client_resets ? "client" : "backend"), std::string::npos) << r.detail;
-    ::shutdown(other, SHUT_RD);  // unblocks nothing by itself; the tunnel's reset does
-    EXPECT_FALSE(sender.get()) << "the surviving side's writes should fail once the tunnel is gone";
+    // The surviving side sees its connection go (a reset, or an end if it was idle);
+    // its writes may all have fit in the kernel's buffers before that, so only the
+    // read side is asserted.
+    bool gone = false;
+    drain(other, &gone);
+    EXPECT_TRUE(gone) << "the surviving side is still connected";
+    sender.get();
     ::close(other);
   }
 }
