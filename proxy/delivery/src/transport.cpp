@@ -130,12 +130,15 @@ class UringTransport : public Transport {
     s.msg_.msg_iov = s.sa_.iov();
     s.msg_.msg_iovlen = cnt;
     bool zc = zc_ok_ && zc_threshold_ && total >= zc_threshold_;
+    // MSG_WAITALL: the kernel retries a short send itself (no system call of ours),
+    // so one submission moves a whole scatter array however small the socket buffer.
+    const int fl = MSG_NOSIGNAL | MSG_WAITALL;
     if (zc && cnt == 1)
-      io_uring_prep_send_zc(sqe, s.fd_, s.sa_.at(0).iov_base, s.sa_.at(0).iov_len, MSG_NOSIGNAL, 0);
+      io_uring_prep_send_zc(sqe, s.fd_, s.sa_.at(0).iov_base, s.sa_.at(0).iov_len, fl, 0);
     else if (zc)
-      io_uring_prep_sendmsg_zc(sqe, s.fd_, &s.msg_, MSG_NOSIGNAL);
+      io_uring_prep_sendmsg_zc(sqe, s.fd_, &s.msg_, fl);
     else
-      io_uring_prep_sendmsg(sqe, s.fd_, &s.msg_, MSG_NOSIGNAL);
+      io_uring_prep_sendmsg(sqe, s.fd_, &s.msg_, fl);
     if (zc) ++zc_sends_;
     io_uring_sqe_set_data(sqe, &s);
     s.inflight_ = true;
