@@ -118,7 +118,12 @@ class Proxy:
         return [json.loads(l) for l in out.splitlines() if l.strip()]
 
     def stop(self, sig=signal.SIGTERM):
-        return stop(self.proc, sig)
+        rc = stop(self.proc, sig)
+        self.err.seek(0)
+        text = self.err.read()
+        # Sanitizer builds: any report in the proxy's stderr fails the case.
+        check("Sanitizer" not in text and "runtime error:" not in text, f"no sanitizer report: {text[-2000:]}")
+        return rc
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
