@@ -500,7 +500,13 @@ int ReaderLoop::run_ring() {
   auto last_tick = now, last_stale_check = now;
   std::uint64_t n = 0;
   for (;;) {
-    if (stop_ || stop_requested()) return kExitOk;
+    if (stop_ || stop_requested()) {
+      if (!stop_ && flush_on_stop_) {
+        grouper.flush();
+        if (on_idle_) on_idle_();
+      }
+      return kExitOk;
+    }
     ReadResult r = rd->next(buf);
     if (r.status == ReadStatus::message) {
       if ((++n & 255) == 0) {

@@ -181,6 +181,10 @@ class ReaderLoop {
   int run();
   // Makes run() return after the current group (from a callback or another thread).
   void stop() noexcept { stop_ = true; }
+  // On SIGTERM/SIGINT, hand over the transactions still incomplete in the grouping
+  // (closed with a synthetic record saying so) before run() returns, instead of
+  // dropping them as varnishlog does. For tools that must not lose what they read.
+  void flush_on_stop(bool on) noexcept { flush_on_stop_ = on; }
 
   const LoopStats& stats() const noexcept { return stats_; }
   const QuerySet& queries() const noexcept { return queries_; }
@@ -207,6 +211,7 @@ class ReaderLoop {
   RawFn on_raw_;
   std::function<void()> on_idle_, on_tick_;
   bool stop_ = false;
+  bool flush_on_stop_ = false;
 };
 
 // Where a tool looked for the ring, for error messages: "no ring at PATH (instance

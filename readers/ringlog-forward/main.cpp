@@ -381,6 +381,7 @@ int main(int argc, char** argv) {
     });
     loop.on_tick([&] { fwd.poll(0ms); });
 
+    loop.flush_on_stop(true);  // incomplete transactions are shipped too, marked as such
     int rc = loop.run();
 
     // Deliver what was taken from the ring, within --flush-timeout.
