@@ -17,6 +17,7 @@
 
 #include "ring_impl.hpp"  // detail::validate_header, free_reader_slot, kNoPos
 #include "ringlog/group.hpp"
+#include "ringlog/json.hpp"
 #include "ringlog/printer.hpp"
 #include "ringlog/record.hpp"
 #include "ringlog/ring.hpp"
@@ -442,28 +443,6 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
 
 // ---------------------------------------------------------------- output
 
-void json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 namespace {
 
 void append_remapped(std::string& out, std::string_view p, bool lf_remap) {
@@ -483,7 +462,7 @@ void json_skipped(std::string& out, const Image& img, const WalkResult& w) {
     const Skipped& s = w.skipped[i];
     out += fmt("%s{\"pos\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"why\":", i ? "," : "",
                is_haproxy(img.layout) ? s.pos % img.area_size : s.pos, s.end - s.pos);
-    json_string(out, s.why);
+    append_json_string(out, s.why);
     out += "}";
   }
   out += "]";
@@ -496,7 +475,7 @@ std::string format_messages(const Image& img, const WalkResult& w, const PrintOp
   const bool records = o.mode == Mode::records;
   if (o.json) {
     out += "{\"layout\":";
-    json_string(out, layout_name(img.layout));
+    append_json_string(out, layout_name(img.layout));
     out += records ? ",\"records\":[" : ",\"messages\":[";
   }
   bool first = true;
@@ -506,7 +485,7 @@ std::string format_messages(const Image& img, const WalkResult& w, const PrintOp
         out += fmt("%s\n{\"pos\":%" PRIu64 ",\"kind\":\"%s\",\"payload\":", first ? "" : ",",
                    is_haproxy(img.layout) ? m.pos % img.area_size : m.pos,
                    kind_name(m.kind).c_str());
-        json_string(out, m.payload);
+        append_json_string(out, m.payload);
         out += "}";
         first = false;
       } else {
@@ -526,9 +505,9 @@ std::string format_messages(const Image& img, const WalkResult& w, const PrintOp
         for (std::size_t i = 0; i < tx->records.size(); ++i) {
           Record r = tx->record(i);
           out += fmt("%s\n{\"vxid\":%" PRIu64 ",\"kind\":\"%c\",\"tag\":", first ? "" : ",", r.vxid, kind_char(r.kind));
-          json_string(out, tag_name(r.tag));
+          append_json_string(out, tag_name(r.tag));
           out += ",\"payload\":";
-          json_string(out, r.payload);
+          append_json_string(out, r.payload);
           out += fmt(",\"truncated\":%s,\"synthetic\":%s}", r.truncated ? "true" : "false",
                      r.synthetic ? "true" : "false");
           first = false;
@@ -575,7 +554,7 @@ struct InfoWriter {
   }
   void str(const char* k, std::string_view v) {
     key(k);
-    if (json) json_string(out, v);
+    if (json) append_json_string(out, v);
     else {
       out += v;
       out += '\n';
@@ -1037,7 +1016,7 @@ std::string format_report(const RepairReport& r, bool json) {
     out += "{\"fixed\":[";
     for (std::size_t i = 0; i < r.fixed.size(); ++i) {
       if (i) out += ",";
-      json_string(out, r.fixed[i]);
+      append_json_string(out, r.fixed[i]);
     }
     out += fmt("],\"kept_msgs\":%" PRIu64 ",\"kept_bytes\":%" PRIu64 ",\"discarded_msgs\":%" PRIu64
                ",\"discarded_bytes\":%" PRIu64 ",\"torn_batches\":%" PRIu64 ",\"bad_records\":%" PRIu64 "}\n",

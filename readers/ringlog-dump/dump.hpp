@@ -103,9 +103,6 @@ struct PrintOptions {
 std::string format_messages(const Image& img, const WalkResult& w, const PrintOptions& o);
 std::string format_info(const Image& img, const WalkResult& w, bool json);
 
-// JSON string escaping (bytes >= 0x80 and controls as \u00XX).
-void json_string(std::string& out, std::string_view s);
-
 // Repair.
 struct RepairOptions {
   bool in_place = false;   // the image is the live file: processes still alive keep their entries
