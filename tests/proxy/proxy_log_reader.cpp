@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ringlog/group.hpp"
+#include "ringlog/json.hpp"
 #include "ringlog/ring.hpp"
 #include "ringlog/stats.hpp"
 #include "ringlog/tags.hpp"
@@ -16,20 +17,9 @@
 namespace {
 
 std::string json_str(std::string_view s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += char(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else {
-      o += char(c);
-    }
-  }
-  return o + "\"";
+  std::string o;
+  ringlog::append_json_string(o, s);
+  return o;
 }
 
 }  // namespace
