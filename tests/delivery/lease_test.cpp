@@ -78,7 +78,9 @@ TEST(Lease, ZeroMeansNoRoomNotEnd) {
     // A full array: the next call adds nothing and says 0, even with data left.
     ScatterArray full(1);
     full.add_noret("x", 1);
-    if (!end) EXPECT_EQ(r.lease(full), 0);
+    if (!end) {
+      EXPECT_EQ(r.lease(full), 0);
+    }
     if (end) break;
   }
   EXPECT_TRUE(same(got, data));

@@ -110,7 +110,9 @@ TEST(Streaming, SlowProducerManyConsumers) {
     } else {
       EXPECT_TRUE(same(c.got, body)) << i;
     }
-    if (c.crc) EXPECT_FALSE(c.crc->mismatch());
+    if (c.crc) {
+      EXPECT_FALSE(c.crc->mismatch());
+    }
   }
 }
 

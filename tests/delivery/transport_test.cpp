@@ -177,7 +177,9 @@ void exercise(const char* kind, bool tcp, std::size_t zc_threshold) {
   producer.join();
   for (auto& c : cs) {
     c->sender.reset();  // gives back what it holds; the chain must have nothing out
-    if (c->chain) EXPECT_EQ(c->chain->reader().outstanding(), 0u);
+    if (c->chain) {
+      EXPECT_EQ(c->chain->reader().outstanding(), 0u);
+    }
     ::shutdown(c->fd[0], SHUT_WR);
     c->rx.join();
     ::close(c->fd[0]);
@@ -197,8 +199,9 @@ void exercise(const char* kind, bool tcp, std::size_t zc_threshold) {
   }
   std::printf("%s over %s: %llu send system calls, %llu zero-copy sends\n", t->name(), tcp ? "tcp" : "unix",
               (unsigned long long)r.syscalls, (unsigned long long)r.zc);
-  if (std::string(kind) == "io_uring" && std::string(t->name()) == "io_uring" && tcp && zc_threshold)
+  if (std::string(kind) == "io_uring" && std::string(t->name()) == "io_uring" && tcp && zc_threshold) {
     EXPECT_GT(r.zc, 0u);
+  }
 }
 }  // namespace
 
