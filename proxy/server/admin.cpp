@@ -14,6 +14,7 @@
 
 #include "admin.hpp"
 #include "server.hpp"
+#include "unix_path.hpp"
 
 namespace ringproxy {
 
@@ -162,14 +163,13 @@ std::string Server::admin_command(const std::vector<std::string>& argv, bool& ok
 
 int admin_client(const std::string& socket_path, const std::vector<std::string>& words) {
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof un.sun_path) {
-    std::fprintf(stderr, "ringproxy adm: socket path too long: %s\n", socket_path.c_str());
+  UnixPath un(socket_path);
+  if (!un.ok()) {
+    std::fprintf(stderr, "ringproxy adm: cannot reach %s: %s\n", socket_path.c_str(), un.error().c_str());
+    if (fd >= 0) ::close(fd);
     return kAdmExitUnreachable;
   }
-  std::memcpy(un.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&un), sizeof un) != 0) {
+  if (fd < 0 || ::connect(fd, un.sa(), un.len()) != 0) {
     std::fprintf(stderr, "ringproxy adm: cannot reach %s: %s (is ringproxy running for this instance?)\n",
                  socket_path.c_str(), std::strerror(errno));
     if (fd >= 0) ::close(fd);

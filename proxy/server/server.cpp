@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "ringproxy/http/http.hpp"
+#include "unix_path.hpp"
 #include "worker.hpp"
 
 namespace ringproxy {
@@ -57,13 +58,11 @@ void Server::start() {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string apath = cfg_.admin_socket.empty() ? dir + "/admin.sock" : cfg_.admin_socket;
-  sockaddr_un un{};
-  if (apath.size() >= sizeof un.sun_path) throw ConfigError("admin socket path too long: " + apath);
-  un.sun_family = AF_UNIX;
-  std::memcpy(un.sun_path, apath.c_str(), apath.size() + 1);
+  UnixPath un(apath);
+  if (!un.ok()) throw ConfigError("admin socket " + apath + ": " + un.error());
   {
     int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&un), sizeof un) == 0) {
+    if (probe >= 0 && ::connect(probe, un.sa(), un.len()) == 0) {
       ::close(probe);
       throw ConfigError("another ringproxy answers on the admin socket " + apath + " (instance '" + cfg_.instance + "')");
     }
@@ -111,7 +110,7 @@ void Server::start() {
   admin_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ::unlink(apath.c_str());
   mode_t old = ::umask(0177);  // the socket is created 0600
-  int br = ::bind(admin_fd_, reinterpret_cast<sockaddr*>(&un), sizeof un);
+  int br = ::bind(admin_fd_, un.sa(), un.len());
   ::umask(old);
   if (br != 0 || ::listen(admin_fd_, 16) != 0)
     throw ConfigError("cannot create the admin socket " + apath + ": " + std::strerror(errno));

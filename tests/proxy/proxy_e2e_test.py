@@ -97,6 +97,7 @@ class Proxy:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
         CHILDREN.append(self.proc)
         self.dir = os.path.join(RINGLOG_DIR, self.instance)
+        self.adm_args = list(args[args.index("--admin-socket"):][:2]) if "--admin-socket" in args else []
         # Ready when the admin socket answers (it is made after the listeners are bound);
         # a test connection to the port would count as a session.
         if not wait_for(lambda: self.proc.poll() is None and self.adm("ping")[0] == 0 or self.proc.poll() is not None, 20) \
@@ -105,7 +106,7 @@ class Proxy:
             raise RuntimeError("ringproxy did not start: " + self.err.read())
 
     def adm(self, *words):
-        r = subprocess.run([PROXY, "-n", self.instance, "adm", *words], capture_output=True, text=True, timeout=30)
+        r = subprocess.run([PROXY, "-n", self.instance, *self.adm_args, "adm", *words], capture_output=True, text=True, timeout=30)
         return r.returncode, r.stdout + r.stderr
 
     def stats(self):
@@ -572,6 +573,15 @@ def case_admin():
     p.stop()
     r = subprocess.run([PROXY, "-n", "no-such-instance-here", "adm", "ping"], capture_output=True, text=True)
     check(r.returncode == 3 and "cannot reach" in r.stderr, f"adm without a server: exit 3 ({r.stderr})")
+    # A socket path longer than sockaddr_un can hold (deep checkouts): still bound and reached.
+    deep = os.path.join(WORKDIR, "d" * 60, "e" * 60)
+    os.makedirs(deep, exist_ok=True)
+    longsock = os.path.join(deep, "admin.sock")
+    check(len(longsock) > 108, "the path is longer than sun_path")
+    p = Proxy(args=["--admin-socket", longsock])
+    rc, out = p.adm("ping")
+    check(rc == 0 and out.startswith("PONG") and os.path.exists(longsock), f"ping over a long socket path {out}")
+    p.stop()
 
 
 def case_config():
