@@ -53,12 +53,18 @@ constexpr std::uint32_t kRcUnknown = 0x100;
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
 
-struct Cell {
+// One message to write: computed once by writev, used by the lock holder and the copy.
+struct Msg {
   const iovec* parts = nullptr;
   std::size_t nparts = 0;
-  std::uint64_t len = 0;  // payload bytes to copy (after truncation)
-  std::uint64_t word = 0; // varint word: len << 2 | kind
+  std::uint64_t len = 0;     // payload bytes to copy (after truncation)
+  std::uint64_t word = 0;    // varint word: len << 2 | kind
   std::uint64_t needed = 0;  // 1 (RC) + varint + len
+};
+
+// A queued writer's stack cell: its message plus the queue's links and hand-over state.
+struct Cell : Msg {
+  explicit Cell(const Msg& m) : Msg(m) {}
   std::atomic<std::uint64_t> needed_tot{kNotReady};  // this cell and all older ones
   std::atomic<std::uint64_t> count_tot{0};
   std::atomic<Cell*> next{nullptr};
@@ -132,29 +138,79 @@ long futex_wake_all(std::atomic<std::uint32_t>* addr) noexcept {
   return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// The area's geometry in locals: the write path reads it once per call instead of after
+// every atomic access (the compiler may not move loads of the Mapping across those).
+// Pow2: the area size is a power of two (the default), so an offset is one AND; the
+// write path is instantiated for both cases and picks one per call.
+template <bool Pow2>
+struct Area {
+  std::uint8_t* base;
+  std::uint64_t size, mask;
+  explicit Area(const detail::Mapping& mp) noexcept : base(mp.area), size(mp.size), mask(mp.mask) {}
+  std::uint64_t off(std::uint64_t pos) const noexcept {
+    if constexpr (Pow2)
+      return pos & mask;
+    else
+      return pos % size;
+  }
+  std::atomic_ref<std::uint8_t> rc(std::uint64_t pos) const noexcept {
+    return std::atomic_ref<std::uint8_t>(base[off(pos)]);
+  }
+  std::uint8_t byte(std::uint64_t pos) const noexcept {
+#ifdef RINGLOG_TSAN
+    return std::atomic_ref<std::uint8_t>(base[off(pos)]).load(std::memory_order_relaxed);
+#else
+    return base[off(pos)];
+#endif
+  }
+  // The general copy (wrap-around, or relaxed atomics under ThreadSanitizer).
+  // The general copy (wrap-around, or relaxed atomics under ThreadSanitizer); by value,
+  // so that the Area stays in registers.
+  void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
+    copy_in_slow(base, size, off(pos), src, n);
+  }
+  [[gnu::noinline]] static void copy_in_slow(std::uint8_t* base, std::uint64_t size, std::uint64_t o,
+                                             const void* src, std::size_t n) noexcept {
+    const auto* s = static_cast<const std::uint8_t*>(src);
+    while (n) {
+      std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - o));
+#ifdef RINGLOG_TSAN
+      for (std::size_t i = 0; i < chunk; ++i)
+        std::atomic_ref<std::uint8_t>(base[o + i]).store(s[i], std::memory_order_relaxed);
+#else
+      std::memcpy(base + o, s, chunk);
+#endif
+      s += chunk;
+      n -= chunk;
+      o = 0;
+    }
+  }
+};
+
 // Reads the framing of the message whose RC byte is at pos; 0 when it is malformed.
-[[gnu::always_inline]] inline std::uint64_t message_span(const detail::Mapping& m, std::uint64_t pos,
+template <bool Pow2>
+[[gnu::always_inline]] inline std::uint64_t message_span(const Area<Pow2>& m, std::uint64_t pos,
                                                         std::uint64_t limit) noexcept {
   std::uint64_t word = 0;
 #ifndef RINGLOG_TSAN
   // Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
-  // wrap, read straight from the area.
-  if (limit - pos > 2) [[likely]] {
-    std::uint64_t o = m.off(pos + 1);
-    if (o + 1 < m.size) [[likely]] {
-      const std::uint8_t* a = m.area + o;
-      std::uint64_t span;
-      if (a[0] < 240)
-        span = 2 + (a[0] >> kKindBits);
-      else if (a[1] < 128)
-        span = 3 + ((a[0] + (std::uint64_t{a[1]} << 4)) >> kKindBits);
-      else
-        span = 0;
-      if (span) return span > limit - pos ? 0 : span;
-    }
+  // wrap, read straight from the area. The two bytes may lie at or past limit (the
+  // caller holds the tail lock: nobody writes there) and are then checked by the span.
+  std::uint64_t o = m.off(pos + 1);
+  if (o + 1 < m.size) [[likely]] {
+    const std::uint8_t* a = m.base + o;
+    std::uint64_t span;
+    if (a[0] < 240)
+      span = 2 + (a[0] >> kKindBits);
+    else if (a[1] < 128)
+      span = 3 + ((a[0] + (std::uint64_t{a[1]} << 4)) >> kKindBits);
+    else
+      span = 0;
+    if (span) return span > limit - pos ? 0 : span;
   }
 #endif
-  std::size_t vl = varint_decode([&](std::size_t i) { return m.byte(pos + 1 + i); },
+  if (limit - pos < 2) return 0;  // no room for even a one-byte length
+  std::size_t vl = varint_decode([m, pos](std::size_t i) { return m.byte(pos + 1 + i); },
                                  static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, limit - pos - 1)),
                                  word);
   if (vl == 0) return 0;
@@ -517,34 +573,38 @@ namespace {
 
 // Frees room for [t-1, new_tail) by moving head over messages nobody holds.
 // Returns false (head unchanged in the file) when a reader or writer is in the way.
-// Once there is room it frees up to `slack` bytes more if nothing is in the way, so
-// that head (a line that passive readers load per message) moves once every few
-// batches rather than on every one.
-[[gnu::always_inline]] inline bool reclaim(const detail::Mapping& m, std::uint64_t& head, std::uint64_t t, std::uint64_t new_tail,
-             bool& blocked) noexcept {
-  const std::uint64_t slack = std::min<std::uint64_t>(m.size / 32, 4096);
-  bool fits = new_tail - head <= m.size;
-  while (new_tail + (fits ? slack : 0) - head > m.size) {
+// Once there is room it frees up to `slack` bytes more if nothing is in the way: head
+// runs that far ahead of the writes, so reclaim reads (and brings into the cache) the
+// lines that the next messages overwrite. Measured: reclaiming only when a batch does
+// not fit, then slack bytes at once, is 1.4x slower per message than keeping the slack
+// on every batch (the misses then come in bursts, and again at the copy).
+template <bool Pow2>
+[[gnu::always_inline]] inline bool reclaim(const Area<Pow2>& m, std::uint64_t slack, std::uint64_t& head, std::uint64_t t,
+                                           std::uint64_t new_tail, bool& blocked) noexcept {
+  // The batch fits once head + size >= new_tail; head may go on to want (slack more).
+  if (head + m.size >= new_tail + slack) [[likely]] return true;
+  const std::uint64_t want = new_tail + slack - m.size;
+  do {
     std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);  // H1
     std::uint64_t span = rc == 0 ? message_span(m, head, t) : 0;
-    if (span == 0 || head + span > t - 1) {  // held, or damaged framing: do not guess
+    if (span == 0 || head + span > t - 1) [[unlikely]] {  // held, or damaged framing: do not guess
+      bool fits = head + m.size >= new_tail;
       blocked = blocked || (!fits && rc != 0);
       return fits;
     }
     head += span;
-    fits = new_tail - head <= m.size;
-  }
+  } while (head < want);
   return true;
 }
 
 // Copies one message whose RC byte is at pos; returns the position of the next RC.
-[[gnu::always_inline]] inline std::uint64_t copy_message(const detail::Mapping& m, std::uint64_t pos,
-                                                        const Cell& c) noexcept {
+template <bool Pow2>
+[[gnu::always_inline]] inline std::uint64_t copy_message(const Area<Pow2>& m, std::uint64_t pos, const Msg& c) noexcept {
 #ifndef RINGLOG_TSAN
   // Common case: the whole message lies before the end of the area.
   std::uint64_t o = m.off(pos + 1);
   if (o + (c.needed - 1) <= m.size) [[likely]] {
-    std::uint8_t* d = m.area + o;
+    std::uint8_t* d = m.base + o;
     d += varint_encode(c.word, d);
     RINGLOG_HOOK("mid_copy");
     std::uint64_t left = c.len;
@@ -577,29 +637,41 @@ inline Cell* wait_next(const Cell* c) noexcept {
   return c->next.load(std::memory_order_relaxed);
 }
 
+// The in-band drop notice: its text in note, its length returned. Out of line: rare.
+[[gnu::noinline, gnu::cold]] std::uint64_t drop_note(const Header& h, char (&note)[96]) noexcept {
+  int n = std::snprintf(note, sizeof note, "ringlog: %" PRIu64 " messages (%" PRIu64 " bytes) dropped",
+                        h.pending_drop_msgs.load(std::memory_order_relaxed),
+                        h.pending_drop_bytes.load(std::memory_order_relaxed));
+  return static_cast<std::uint64_t>(n);
+}
+
 }  // namespace
 
 // With the tail lock held at unlocked value t: writes the batch led by `leader` (the
 // whole chain of cells behind it), or drops it. Releases the tail lock.
-// Single: the uncontended fast path's lone cell (no chain, nobody to release); the
-// whole function then inlines into writev.
-template <bool Single>
+// Single: a lone message (the uncontended fast path or a writer that took the lock
+// after a short spin): no chain, nobody to release; the whole function then inlines
+// into the caller.
+template <bool Single, bool Pow2>
 [[gnu::always_inline]] static inline std::uint32_t commit(Ring::Impl& r, int slot, std::uint64_t t,
-                                                          Cell* leader) noexcept {
-  detail::Mapping& m = r.m;
-  Header* h = m.hdr;
-  std::uint64_t needed = Single ? leader->needed : leader->needed_tot.load(std::memory_order_acquire);
-  std::uint64_t count = Single ? 1 : leader->count_tot.load(std::memory_order_relaxed);
+                                                          std::conditional_t<Single, const Msg, Cell>* leader) noexcept {
+  const Area<Pow2> m(r.m);
+  Header* h = r.m.hdr;
+  std::uint64_t needed, count;
+  if constexpr (Single) {
+    needed = leader->needed;
+    count = 1;
+  } else {
+    needed = leader->needed_tot.load(std::memory_order_acquire);
+    count = leader->count_tot.load(std::memory_order_relaxed);
+  }
   RINGLOG_HOOK("locked");
 
   // Announce earlier drops in-band, if there is room for it too.
   char note[96];
-  std::uint64_t note_msgs = h->pending_drop_msgs.load(std::memory_order_relaxed);
   std::uint64_t note_need = 0, note_len = 0;
-  if (note_msgs) {
-    int n = std::snprintf(note, sizeof note, "ringlog: %" PRIu64 " messages (%" PRIu64 " bytes) dropped",
-                          note_msgs, h->pending_drop_bytes.load(std::memory_order_relaxed));
-    note_len = static_cast<std::uint64_t>(n);
+  if (h->pending_drop_msgs.load(std::memory_order_relaxed)) [[unlikely]] {
+    note_len = drop_note(*h, note);
     note_need = 1 + varint_size((note_len << kKindBits) | std::uint64_t(MsgKind::notice)) + note_len;
   }
   // Room first, before hiding anything: unlike HAProxy, a batch that will be dropped
@@ -610,15 +682,15 @@ template <bool Single>
   std::uint64_t old_head = h->head.load(std::memory_order_relaxed);
   std::uint64_t head = old_head;
   bool blocked = false;
-  bool fits = reclaim(m, head, t, t + needed + note_need, blocked);
-  if (!fits && note_need) {
+  bool fits = reclaim(m, r.slack, head, t, t + needed + note_need, blocked);
+  if (!fits && note_need) [[unlikely]] {
     note_need = 0;
     head = old_head;
-    fits = reclaim(m, head, t, t + needed, blocked);
+    fits = reclaim(m, r.slack, head, t, t + needed, blocked);
   }
 
   RINGLOG_HOOK("reclaimed");
-  if (!fits) {
+  if (!fits) [[unlikely]] {
     // Drop the whole batch; the tail (and its RC byte) stay as they were.
     std::uint64_t bytes = needed;
     h->msgs_dropped.fetch_add(count, std::memory_order_relaxed);
@@ -642,6 +714,9 @@ template <bool Single>
   // W1. With no pinned reader attached (read under the tail lock, which attaching
   // also takes; pairs with the release decrement in detach), nobody else modifies RC
   // bytes: a plain load and store suffice, and no reader can be asleep on the futex.
+  // Nor can any reader sit at tail-1, so the saved count (0) is not recorded for a
+  // recovery: owner_saved_rc stays "unknown" (kRcUnknown, as every unlock leaves it)
+  // and a recovery recounts the live pinned readers there, of which there are none.
   const bool pinned = h->pinned.load(std::memory_order_acquire) != 0;
   std::uint8_t saved;
   if (pinned) {
@@ -650,7 +725,8 @@ template <bool Single>
     saved = m.rc(t - 1).load(std::memory_order_relaxed);
     m.rc(t - 1).store(kRcWriting, std::memory_order_relaxed);  // ordered before W3 (release)
   }
-  h->owner_saved_rc.store(saved, std::memory_order_relaxed);
+  const bool saved_noted = pinned || saved != 0;
+  if (saved_noted) h->owner_saved_rc.store(saved, std::memory_order_relaxed);
   RINGLOG_HOOK("tagged");
   std::uint64_t new_tail = t + needed + note_need;
   if (head != old_head) {
@@ -666,7 +742,7 @@ template <bool Single>
     ws.inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
     ws.batches.store(ws.batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  if (note_need) {
+  if (note_need) [[unlikely]] {
     h->pending_drop_msgs.store(0, std::memory_order_relaxed);
     h->pending_drop_bytes.store(0, std::memory_order_relaxed);
   }
@@ -677,23 +753,21 @@ template <bool Single>
                          std::memory_order_relaxed);
   h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   r.check_dead_periodic();
-  r.unlock_tail(new_tail);  // W3: the next writer may go on while we copy
+  // Unlock (as unlock_tail, which also resets owner_saved_rc: only needed if we set it).
+  h->owner.store(0, std::memory_order_relaxed);
+  if (saved_noted) h->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+  h->tail.store(new_tail, std::memory_order_release);  // W3: the next writer may go on while we copy
   RINGLOG_HOOK("unlocked");
 
   // The drop notice goes first: readers learn of the gap before what follows it.
   std::uint64_t pos = t - 1;
-  if (note_need) {
-    Cell nc;
+  if (note_need) [[unlikely]] {
     iovec part{note, static_cast<std::size_t>(note_len)};
-    nc.parts = &part;
-    nc.nparts = 1;
-    nc.len = note_len;
-    nc.word = (note_len << kKindBits) | std::uint64_t(MsgKind::notice);
-    nc.needed = note_need;
-    pos = copy_message(m, pos, nc);
+    Msg nm{&part, 1, note_len, (note_len << kKindBits) | std::uint64_t(MsgKind::notice), note_need};
+    pos = copy_message(m, pos, nm);
   }
   if constexpr (Single) {
-    if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
+    if (pos != t - 1) [[unlikely]] m.rc(pos).store(0, std::memory_order_relaxed);
     copy_message(m, pos, *leader);
   } else {
     for (Cell* c = leader; c;) {
@@ -716,43 +790,15 @@ template <bool Single>
   return kDone;
 }
 
-WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
-  Impl& r = *impl_;
+namespace {
+
+// The tail was locked or someone was queued: queue up (HAProxy's algorithm). The
+// newest arrival leads and carries all older cells. Out of line, so that the fast
+// path's frame stays small.
+[[gnu::noinline]] std::uint32_t write_queued(Ring::Impl& r, const WriterCtx& ctx, Msg msg) noexcept {
   Header* h = r.m.hdr;
-  std::uint64_t len = 0;
-  for (auto& p : parts) len += p.iov_len;
-  WriteStatus good = WriteStatus::ok;
-  std::uint32_t maxlen = h->max_msg_len;
-  if (maxlen && len > maxlen) {
-    len = maxlen;
-    good = WriteStatus::truncated;
-    h->msgs_truncated.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (len > r.max_payload) {
-    h->msgs_refused.fetch_add(1, std::memory_order_relaxed);
-    return WriteStatus::too_big;
-  }
-  Cell cell;
-  cell.parts = parts.data();
-  cell.nparts = parts.size();
-  cell.len = len;
-  cell.word = (len << kKindBits) | std::uint64_t(kind);
-  cell.needed = 1 + varint_size(cell.word) + len;
-  const WriterCtx& ctx = writer_ctx(r);
-  const int slot = ctx.slot;
-  const std::uint64_t owner = ctx.owner;
   auto& queue = ctx.queue->head;
-
-  // Uncontended fast path: nobody queued and the tail free. No queue traffic at all.
-  if (queue.load(std::memory_order_relaxed) == nullptr) {
-    std::uint64_t t;
-    if (r.try_lock_tail(t)) {
-      h->owner.store(owner, std::memory_order_relaxed);
-      return commit<true>(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
-    }
-  }
-
-  // Queue up. The newest arrival leads and carries all older cells.
+  Cell cell(msg);
   Cell* prev = static_cast<Cell*>(queue.exchange(&cell, std::memory_order_acq_rel));  // Q1
   cell.next.store(prev, std::memory_order_relaxed);
   cell.linked.store(true, std::memory_order_release);
@@ -794,27 +840,67 @@ WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
     }
     if (!h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed))
       continue;  // L1
-    h->owner.store(owner, std::memory_order_relaxed);
+    h->owner.store(ctx.owner, std::memory_order_relaxed);
     void* expect = &cell;
     if (!queue.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {
       r.unlock_tail(t);  // someone queued behind us meanwhile: they lead now
       break;
     }
-    return commit<false>(r, slot, t, &cell) == kDone ? good : WriteStatus::dropped;
+    return r.m.mask ? commit<false, true>(r, ctx.slot, t, &cell) : commit<false, false>(r, ctx.slot, t, &cell);
   }
-  return wait_carried(cell.state) == kDone ? good : WriteStatus::dropped;
+  return wait_carried(cell.state);
 }
 
-WriteStatus Ring::writev(std::span<const iovec> parts) noexcept { return writev(parts, MsgKind::data); }
+// The whole write: sizes, then the uncontended fast path (nobody queued, the tail free:
+// no queue traffic at all), else the queue.
+[[gnu::always_inline]] inline WriteStatus write_msg(Ring::Impl& r, const iovec* parts, std::size_t nparts,
+                                                    MsgKind kind) noexcept {
+  Header* h = r.m.hdr;
+  std::uint64_t len = 0;
+  for (std::size_t i = 0; i < nparts; ++i) len += parts[i].iov_len;
+  WriteStatus good = WriteStatus::ok;
+  std::uint32_t maxlen = h->max_msg_len;
+  if (maxlen && len > maxlen) [[unlikely]] {
+    len = maxlen;
+    good = WriteStatus::truncated;
+    h->msgs_truncated.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (len > r.max_payload) [[unlikely]] {
+    h->msgs_refused.fetch_add(1, std::memory_order_relaxed);
+    return WriteStatus::too_big;
+  }
+  std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
+  const Msg msg{parts, nparts, len, word, 1 + varint_size(word) + len};
+  const WriterCtx& ctx = writer_ctx(r);
+  std::uint32_t res;
+  std::uint64_t t;
+  if (ctx.queue->head.load(std::memory_order_relaxed) == nullptr && r.try_lock_tail(t)) [[likely]] {
+    h->owner.store(ctx.owner, std::memory_order_relaxed);
+    res = r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
+  } else {
+    res = write_queued(r, ctx, msg);
+  }
+  return res == kDone ? good : WriteStatus::dropped;
+}
+
+}  // namespace
+
+WriteStatus Ring::writev(std::span<const iovec> parts, MsgKind kind) noexcept {
+  return write_msg(*impl_, parts.data(), parts.size(), kind);
+}
+
+WriteStatus Ring::writev(std::span<const iovec> parts) noexcept {
+  return write_msg(*impl_, parts.data(), parts.size(), MsgKind::data);
+}
 
 WriteStatus Ring::write(std::string_view payload) noexcept {
   iovec v{const_cast<char*>(payload.data()), payload.size()};
-  return writev(std::span<const iovec>(&v, 1), MsgKind::data);
+  return write_msg(*impl_, &v, 1, MsgKind::data);
 }
 
 WriteStatus Ring::write(std::span<const std::byte> payload) noexcept {
   iovec v{const_cast<std::byte*>(payload.data()), payload.size()};
-  return writev(std::span<const iovec>(&v, 1), MsgKind::data);
+  return write_msg(*impl_, &v, 1, MsgKind::data);
 }
 
 // ---------------------------------------------------------------- create / open
@@ -844,6 +930,7 @@ void finish_impl(Ring::Impl& impl) {
   std::uint64_t p = size - 2 - varint_size(size << kKindBits);
   while (p && 1 + varint_size(p << kKindBits) + p + 1 > size) --p;
   impl.max_payload = p;
+  impl.slack = std::min<std::uint64_t>(size / 32, 4096);
 }
 
 void make_dirs(const std::string& path) {
