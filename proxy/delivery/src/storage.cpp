@@ -79,6 +79,13 @@ std::span<std::uint8_t> Object::write_space() noexcept {
   }
   // A new segment, allocated without our lock (eviction may call into the cache).
   std::size_t n = store_->cfg_.segment_size;
+  std::uint64_t have;
+  {
+    std::lock_guard lk(mu_);
+    have = fetched_;
+  }
+  if (hint_ > have) n = std::size_t(std::min<std::uint64_t>(n, hint_ - have));
+  else n = std::min(n, std::max<std::size_t>(4096, std::size_t(have)));  // unknown length: grow
   if (transient_ && held_.load(std::memory_order_relaxed) + n > window_ &&
       held_.load(std::memory_order_relaxed) > 0)
     return {};  // window full: the reader must free some first

@@ -110,6 +110,10 @@ class Object : public std::enable_shared_from_this<Object> {
   // failed() tells which), then commit the bytes written there.
   std::span<std::uint8_t> write_space() noexcept;
   void commit(std::size_t n) noexcept;
+  // The body's expected length (Content-Length), before the first append: segments are
+  // then sized to it instead of segment_size, so a 1 KiB object takes 1 KiB of storage.
+  // Without a hint, segments start at 4 KiB and double up to segment_size.
+  void set_size_hint(std::uint64_t n) noexcept { hint_ = n; }
   void finish() noexcept;  // all bytes are in
   void fail() noexcept;    // the fetch broke: readers get kLeaseError once caught up
   // Transient only: arms n to fire when a reader frees room; false (not armed) if there
@@ -150,6 +154,7 @@ class Object : public std::enable_shared_from_this<Object> {
   std::uint64_t fetched_ = 0;
   std::uint64_t version_ = 0;
   ObjState state_ = ObjState::busy;
+  std::uint64_t hint_ = 0;      // producer only
   std::vector<Notify*> waiters_;
   Notify* space_waiter_ = nullptr;
   std::atomic<std::size_t> held_{0};
