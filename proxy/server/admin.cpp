@@ -29,7 +29,11 @@ const char* kHelp =
     "                               mask SPEC      tag mask: default, all, none, +Tag,-Tag...\n"
     "backend.list                 backends: name, address, health, probe results\n"
     "backend.health [NAME]        probe history per backend (newest first, H good, - bad)\n"
-    "stats [PREFIX]               counters of this instance: name value description\n";
+    "stats [PREFIX]               counters of this instance: name value description\n"
+    "purge HOST URL               drop every variant of the object HOST + URL: purged N\n"
+    "purge.regex REGEX            drop every object whose key (lowercase host, then URL,\n"
+    "                               e.g. example.com/a/b) matches REGEX: purged N\n"
+    "cache.info                   objects, storage in use and capacity\n";
 
 std::string history(std::uint64_t bits, unsigned n) {
   std::string s;
@@ -54,6 +58,30 @@ std::string Server::admin_command(const std::vector<std::string>& argv, bool& ok
     return "PONG " + std::to_string(std::time(nullptr));
   }
   if (cmd == "help") return kHelp;
+  if (cmd == "purge" || cmd == "purge.regex" || cmd == "cache.info") {
+    if (!cache_) {
+      ok = false;
+      return "the cache is off (--cache off)";
+    }
+    if (cmd == "purge") {
+      want(2, 2);
+      return "purged " + std::to_string(cache_->purge(argv[1], argv[2]));
+    }
+    if (cmd == "purge.regex") {
+      want(1, 1);
+      try {
+        return "purged " + std::to_string(cache_->purge_regex(argv[1]));
+      } catch (const std::regex_error& e) {
+        ok = false;
+        return std::string("bad regular expression: ") + e.what();
+      }
+    }
+    want(0, 0);
+    const delivery::Store& st = cache_->store();
+    return "objects " + std::to_string(cache_->objects()) + "\nstorage_used " + std::to_string(st.used()) +
+           "\nstorage_capacity " + std::to_string(st.config().capacity) + "\ntransient_used " +
+           std::to_string(st.transient_used()) + "\n";
+  }
   if (cmd == "param.show") {
     want(0, 1);
     std::string name = argv.size() > 1 ? argv[1] : "";

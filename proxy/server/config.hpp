@@ -61,6 +61,11 @@ struct Config {
   std::string health_path = "/";
   std::string mask;                      // initial tag mask ("" keeps the ring's)
   bool trace = false;                    // global tracing at start
+  // The cache (ringproxy_cache) and the delivery transport (ringproxy_delivery).
+  bool cache = true;                     // off: every request is a pass
+  std::uint64_t storage = 256u << 20;    // cache memory cap; LRU eviction beyond
+  double default_ttl = 120, default_grace = 10;
+  std::string transport = "writev";      // writev | io_uring (falls back to writev)
 };
 
 }  // namespace ringproxy

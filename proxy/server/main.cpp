@@ -76,6 +76,16 @@ int main(int argc, char** argv) {
   app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
   app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
   app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
+  std::string cache_onoff = "on", storage = "256M";
+  app.add_option("--cache", cache_onoff, "Cache GET/HEAD responses: on or off (off: every request is a pass)")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--storage", storage, "Cache memory cap (k, M, G suffixes); least recently used objects go beyond it");
+  app.add_option("--default-ttl", cfg.default_ttl, "TTL of a response without s-maxage, max-age or Expires (seconds)")
+      ->check(CLI::Range(0.0, 31536000.0));
+  app.add_option("--default-grace", cfg.default_grace, "How long an expired object may still be served while one fetch refreshes it (seconds)")
+      ->check(CLI::Range(0.0, 31536000.0));
+  app.add_option("--transport", cfg.transport, "How responses from the cache are sent: writev or io_uring (io_uring falls back to writev where the kernel refuses it)")
+      ->check(CLI::IsMember({"writev", "io_uring"}));
   ringproxy::tunnel::ProxyTunnelConfig tunnels;
   ringproxy::tunnel::add_options(app, tunnels);
   std::vector<double> pvals(ringproxy::kParamCount, 0);
@@ -89,7 +99,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> adm_words;
   CLI::App* adm = app.add_subcommand("adm", "Send a command to a running ringproxy (ping, param.show, param.set, "
-                                            "backend.list, backend.health, stats, help)");
+                                            "backend.list, backend.health, stats, purge, purge.regex, cache.info, help)");
   adm->prefix_command();
 
   try {
@@ -123,6 +133,9 @@ int main(int argc, char** argv) {
           throw ringproxy::ConfigError("two backends are named '" + cfg.backends[i].name + "'");
     for (const auto& t : trusted) cfg.trusted.push_back(ringproxy::parse_cidr(t));
     cfg.ring_size = parse_size(ring_size);
+    cfg.cache = cache_onoff == "on";
+    cfg.storage = parse_size(storage);
+    if (cfg.storage < (1u << 20)) throw ringproxy::ConfigError("--storage must be at least 1M");
     if (cfg.ring_size < 65536) throw ringproxy::ConfigError("--ring-size must be at least 64k");
     if (threads > 256) throw ringproxy::ConfigError("--threads must be at most 256");
     cfg.threads = threads;

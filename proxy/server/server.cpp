@@ -85,6 +85,15 @@ void Server::start() {
     }
   }
   log_->set_trace(cfg_.trace);
+  if (cfg_.cache) {
+    delivery::StoreConfig sc;
+    sc.capacity = std::size_t(cfg_.storage);
+    store_ = std::make_unique<delivery::Store>(sc);
+    cache::Config cc;
+    cc.default_ttl = cfg_.default_ttl;
+    cc.default_grace = cfg_.default_grace;
+    cache_ = std::make_unique<cache::Cache>(*store_, cc, &main_, log_.get());
+  }
 
   for (std::size_t i = 0; i < cfg_.backends.size(); ++i) {
     auto b = std::make_unique<Backend>();

@@ -18,6 +18,8 @@
 #include "ringlog/log.hpp"
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_groups.hpp"
+#include "ringproxy/cache/cache.hpp"
+#include "ringproxy/delivery/storage.hpp"
 
 namespace ringproxy {
 
@@ -70,6 +72,8 @@ class Server {
   std::vector<std::unique_ptr<Backend>>& backends() noexcept { return backends_; }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool trusted(const SockAddr& a) const noexcept;
+  // The cache; null when the cache is off (--cache off).
+  cache::Cache* cache() noexcept { return cache_.get(); }
   // Set once before start() by the tunnel module; empty: CONNECT gets 501, Upgrade is dropped.
   TunnelHook tunnel_hook;
   // Set once before start() by the tunnel module: a request whose URL it matches is piped
@@ -90,6 +94,8 @@ class Server {
   std::unique_ptr<ringlog::Log> log_;
   std::unique_ptr<ringlog::stats::Stats> stats_;
   ringlog::stats::Group main_;
+  std::unique_ptr<delivery::Store> store_;
+  std::unique_ptr<cache::Cache> cache_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;

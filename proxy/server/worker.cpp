@@ -9,13 +9,22 @@
 // buffers (no read while the other side's output is over a high-water mark).
 // Never blocks: every socket is non-blocking and edge-triggered.
 //
-// Where the caching issue plugs in: Client::lookup() is the step that decides hit /
-// miss / pass (today always pass); a hit or a lease-based delivery replaces the body
-// source of deliver() (fill_response()), which today pulls from a Fetch.
+// The cache path (cache on, GET/HEAD without a body): lookup() asks the cache.
+//   hit  -> deliver from the object: a delivery::Sender pulls leases through the
+//           filter chain (range, gzip/gunzip, chunked) and the worker's transport
+//           (writev or io_uring) sends them; a grace hit also refreshes the object
+//           with a fetch of its own (the client is served the stale copy at once).
+//   miss -> fetch into a busy object (GET, no conditionals, no Range); when its head is
+//           in, the cache decides TTL / hit-for-pass and this client streams the object
+//           like any hit while the body comes in.
+//   wait -> another client is fetching the key: a one-shot notification is armed on the
+//           busy object; this session holds no thread and looks up again when woken.
+//   pass, hit-for-pass -> the direct path below (Fetch -> out_ with back-pressure).
 #include "worker.hpp"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -29,6 +38,7 @@
 #include <memory>
 #include <string>
 
+#include "ringproxy/cache/cache.hpp"
 #include "ringproxy/http/http.hpp"
 
 #ifdef RINGPROXY_NO_TRACE
@@ -50,6 +60,8 @@
 namespace ringproxy {
 
 namespace http = ringproxy::http;
+namespace cache = ringproxy::cache;
+namespace delivery = ringproxy::delivery;
 namespace M = ringlog::stats::main;
 namespace V = ringlog::stats::vbe;
 using ringlog::Tag;
@@ -276,7 +288,28 @@ struct Fetch {
   bool head_ready = false;        // rh is valid
   DemoObject demo;
   std::uint64_t demo_left = 0;
+  http::Method method = http::Method::Get;  // of the backend request (parses the response)
+  delivery::ObjRef into;                    // cache fetch: the body goes into this object
 };
+
+// The request as the cache sees it, owned by the session while it waits or streams
+// (the parsed head's views die with the next read). req's views point into the strings.
+struct CacheReq {
+  std::string method, host, url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string fetch_head;  // backend request of a miss (GET, no conditionals, no Range)
+  std::string pass_head;   // backend request as a pass (built only when waiting)
+  cache::Request req;
+  void bind() {
+    req.method = method;
+    req.host = host;
+    req.url = url;
+    req.headers.clear();
+    for (const auto& [n, v] : headers) req.headers.emplace_back(n, v);
+  }
+};
+
+double now_s() noexcept { return double(real_ns()) / 1e9; }
 
 // ------------------------------------------------------------------------------------
 // A client session.
@@ -321,7 +354,27 @@ class Client : public Handler {
   void flush_client();
   void count_status(int status);
   void become_tunnel();
+  // The cache path (see the top of this file).
+  bool lookup(const http::RequestHead& h);
+  bool cache_lookup();
+  void purge(const http::RequestHead& h);
+  std::string build_bereq(const http::RequestHead& h, bool cache_fetch);
+  void start_fetch_head(std::string head, std::string_view method_name, std::string_view url, http::Method m,
+                        delivery::ObjRef into);
+  void cache_fetch_head();
+  void store_body();
+  void start_delivery();
+  void pump_sender();
+  void finish_delivery();
+  void drop_delivery();
 
+ public:
+  void on_notify();      // the worker: this session's notification fired
+  void on_completion();  // the worker: an io_uring completion of this session's Sender
+  // Peeks: the flag is taken by the step that acts on it (the wait or the Sender).
+  bool notified() const noexcept { return notify_ && notify_->ready.load(std::memory_order_acquire); }
+
+ private:
   Worker& w_;
   Server& srv_;
   int fd_;
@@ -354,13 +407,23 @@ class Client : public Handler {
   bool tunnel_ = false;
   std::uint64_t req_hdr_rx_ = 0, req_body_rx_ = 0, resp_hdr_tx_ = 0, resp_body_tx_ = 0;
   int status_ = 0;
-  enum class Resp : std::uint8_t { None, Body, Queued } resp_ = Resp::None;
+  // None: no response yet; Body: direct path, head queued, body flowing through out_;
+  // Queued: everything is in out_; Wait: waiting on a busy object (cache path);
+  // Stream: a Sender delivers from the cache (cache path).
+  enum class Resp : std::uint8_t { None, Body, Queued, Wait, Stream } resp_ = Resp::None;
   bool resp_chunked_ = false;     // encode the body in chunks for the client
   bool resp_until_close_ = false; // HTTP/1.0 client and no length: close ends the body
   std::uint64_t resp_left_ = 0;   // Length bodies: bytes still to forward
   std::unique_ptr<Fetch> f_;
   Buf spare_in_, spare_out_;  // a finished fetch's buffers, for the next one
   std::string scratch_;
+  // The cache path.
+  std::unique_ptr<CacheReq> creq_;
+  delivery::ObjRef obj_;                           // delivered from (hit, miss, stale)
+  std::unique_ptr<delivery::ReadyNotify> notify_;  // armed on obj_ (wait, or streaming)
+  std::unique_ptr<delivery::Chain> chain_;
+  std::unique_ptr<delivery::Sender> sender_;
+  bool watched_ = false;
 };
 
 // ------------------------------------------------------------------------------------
@@ -384,12 +447,15 @@ Client::Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, c
 }
 
 Client::~Client() {
+  drop_delivery();
   if (fd_ >= 0) ::close(fd_);
 }
 
 void Client::close_session(const char* reason) {
   if (fd_ < 0) return;
   if (f_) end_fetch(false, "close");
+  if (sender_) resp_body_tx_ = sender_->body_bytes_sent();
+  drop_delivery();
   if (req_active_) {
     // A request cut short (client gone, timeout, shutdown): still logged in full.
     req_.timestamp("Resp");
@@ -445,12 +511,30 @@ void Client::drive() {
       if (!req_body_done_) pump_request_body();
       if (f_) pump_backend();
       if (fd_ < 0) return;
-      if (resp_ == Resp::Body) fill_response();
+      if (resp_ == Resp::Body || (f_ && f_->into)) fill_response();
+      if (fd_ < 0) return;
+      if (resp_ == Resp::Wait && notify_->take()) {
+        // The busy object changed (its head is in, or it failed): look up again.
+        RP_TRACE(req_, "lookup again after waiting");
+        obj_->disarm(notify_.get());
+        obj_.reset();
+        resp_ = Resp::None;
+        if (!cache_lookup()) start_fetch_head(creq_->pass_head, creq_->method, creq_->url,
+                                              method_, nullptr);
+        progressed = true;
+        if (fd_ < 0) return;
+      }
+      if (resp_ == Resp::Stream && sender_) pump_sender();
+      if (fd_ < 0) return;
     }
     flush_client();
     if (fd_ < 0) return;
     if (req_active_ && resp_ == Resp::Queued && out_.empty() && req_body_done_ && !f_) {
       finish_request();
+      progressed = true;
+    } else if (req_active_ && resp_ == Resp::Stream && sender_ && sender_->finished() && out_.empty() && !f_) {
+      finish_delivery();
+      if (fd_ < 0) return;
       progressed = true;
     }
     if (closing_ && out_.empty()) {
@@ -611,50 +695,117 @@ void Client::start_request(const http::RequestHead& h, std::size_t head_len) {
     return;
   }
 
-  if (!lookup()) return;
+  if (srv_.cache() && h.method == http::Method::Other && h.method_name == "PURGE") {
+    purge(h);
+    in_.consume(head_len);
+    return;
+  }
+  if (!lookup(h)) {
+    in_.consume(head_len);  // the cache path copied what it needs
+    return;
+  }
   start_fetch(h);
   // The head's views into in_ are dead from here on: the backend request is built.
   in_.consume(head_len);
   (void)p;
 }
 
-// lookup: the cache's step (issue 8). Today every request is a pass; the caching layer
-// returns a hit here (and delivers from storage) or registers a busy object on a miss.
-bool Client::lookup() {
-  RP_TRACE(req_, "lookup -> pass");
+// lookup: the cache's step. Returns true for a pass (the caller fetches directly), false
+// when the cache path took the request (hit, miss or wait).
+bool Client::lookup(const http::RequestHead& h) {
+  cache::Cache* c = srv_.cache();
+  if (!c || !req_body_done_ || h.connection.upgrade ||
+      (h.method != http::Method::Get && h.method != http::Method::Head)) {
+    RP_TRACE(req_, "lookup -> pass (%s)", !c ? "cache off" : "method or body");
+    return true;
+  }
+  auto cr = std::make_unique<CacheReq>();
+  cr->method.assign(h.method_name);
+  if (const http::Header* host = h.headers.find("Host")) cr->host.assign(host->value);
+  cr->url.assign(h.target);
+  cr->headers.reserve(h.headers.size());
+  for (const http::Header& x : h.headers) cr->headers.emplace_back(std::string(x.name), std::string(x.value));
+  cr->bind();
+  cr->fetch_head = build_bereq(h, true);
+  creq_ = std::move(cr);
+  if (!notify_) notify_ = std::make_unique<delivery::ReadyNotify>(w_.notify_waker());
+  if (cache_lookup()) {
+    if (resp_ == Resp::Wait) creq_->pass_head = build_bereq(h, false);  // in case the wait ends in a pass
+    return false;
+  }
+  creq_.reset();
   return true;
+}
+
+// One cache lookup of creq_: false for pass / hit-for-pass (the caller fetches).
+bool Client::cache_lookup() {
+  cache::Cache& c = *srv_.cache();
+  cache::Lookup r = c.lookup(creq_->req, notify_.get(), &req_, now_s());
+  switch (r.verdict) {
+    case cache::Verdict::hit:
+      RP_TRACE(req_, "lookup -> hit%s", r.stale ? " (stale, refreshing)" : "");
+      obj_ = std::move(r.obj);
+      if (r.refresh) start_fetch_head(creq_->fetch_head, "GET", creq_->url, http::Method::Get, std::move(r.refresh));
+      if (fd_ >= 0) start_delivery();
+      return true;
+    case cache::Verdict::miss:
+      RP_TRACE(req_, "lookup -> miss");
+      obj_ = r.obj;
+      start_fetch_head(creq_->fetch_head, "GET", creq_->url, http::Method::Get, std::move(r.obj));
+      return true;
+    case cache::Verdict::wait:
+      RP_TRACE(req_, "lookup -> wait for a busy object");
+      obj_ = std::move(r.obj);
+      resp_ = Resp::Wait;
+      if (!watched_) w_.watch(this), watched_ = true;
+      return true;
+    case cache::Verdict::hit_pass:
+    case cache::Verdict::pass:
+      RP_TRACE(req_, "lookup -> pass");
+      return false;
+  }
+  return false;
+}
+
+// PURGE from a trusted address: every variant of Host + URL.
+void Client::purge(const http::RequestHead& h) {
+  if (!srv_.trusted(peer_)) {
+    req_.record(Tag::Error, "PURGE from an untrusted address");
+    synth(405, "PURGE is not allowed from this address", false);
+    return;
+  }
+  const http::Header* host = h.headers.find("Host");
+  std::size_t n = srv_.cache()->purge(host ? host->value : std::string_view(), h.target);
+  char why[64];
+  std::snprintf(why, sizeof why, "Purged %zu", n);
+  RP_TRACE(req_, "purge -> %zu objects", n);
+  synth(200, why, false);
 }
 
 // fetch: builds the backend request (or asks the demo origin) and connects.
 void Client::start_fetch(const http::RequestHead& h) {
-  f_ = std::make_unique<Fetch>();
-  Fetch& f = *f_;
-  f.in = std::move(spare_in_);
-  f.out = std::move(spare_out_);
-  f.in.clear();
-  f.out.clear();
-  f.bereq = req_.child(ringlog::TxnType::bereq, "fetch");
-  f.req_body_sent = req_body_done_;
-  f.bereq.timestamp("Start");
-  req_.timestamp("Fetch");
-  f.rp.reset();
+  start_fetch_head(build_bereq(h, false), h.method_name, h.target, h.method, nullptr);
+}
 
-  std::string& hd = f.head;
-  hd.clear();
-  http::write_request_line(hd, h.method_name, h.target, 1);
-  f.bereq.record(Tag::BereqMethod, h.method_name);
-  f.bereq.record(Tag::BereqURL, h.target);
-  f.bereq.record(Tag::BereqProtocol, "HTTP/1.1");
+// The backend request head for h. cache_fetch: the fetch of a cache miss, which wants
+// the whole object whatever this client asked (GET, no conditionals, no Range).
+std::string Client::build_bereq(const http::RequestHead& h, bool cache_fetch) {
+  std::string hd;
+  http::write_request_line(hd, cache_fetch ? std::string_view("GET") : h.method_name, h.target, 1);
   const std::string& trace_hdr = srv_.config().trace_header;
   for (const http::Header& x : h.headers) {
     if (http::is_hop_by_hop(x.name, h.connection) || http::iequals(x.name, "Content-Length") ||
         http::iequals(x.name, "Expect") || http::iequals(x.name, "Via") || http::iequals(x.name, "X-Forwarded-For") ||
         (!trace_hdr.empty() && http::iequals(x.name, trace_hdr)))
       continue;
+    if (cache_fetch && (http::iequals(x.name, "Range") || http::iequals(x.name, "If-Range") ||
+                        http::iequals(x.name, "If-None-Match") || http::iequals(x.name, "If-Modified-Since") ||
+                        http::iequals(x.name, "If-Match") || http::iequals(x.name, "If-Unmodified-Since")))
+      continue;
     http::write_header(hd, x.name, x.value);
   }
   // Upgrade and Connection are hop-by-hop: they go on only when a tunnel can take a 101.
-  if (srv_.tunnel_hook && h.connection.upgrade) {
+  if (!cache_fetch && srv_.tunnel_hook && h.connection.upgrade) {
     if (const http::Header* u = h.headers.find("Upgrade")) {
       http::write_header(hd, "Upgrade", u->value);
       http::write_header(hd, "Connection", "upgrade");
@@ -664,8 +815,33 @@ void Client::start_fetch(const http::RequestHead& h) {
   http::write_x_forwarded_for(hd, h.headers, peer_ip_);
   if (h.body == http::BodyKind::Length) http::write_header(hd, "Content-Length", h.content_length);
   else if (h.body == http::BodyKind::Chunked) http::write_header(hd, "Transfer-Encoding", "chunked");
-  log_head_fields(f.bereq, Tag::BereqHeader, hd);
   http::end_head(hd);
+  return hd;
+}
+
+// Starts a backend fetch (or asks the demo origin) with a built request head. into: a
+// cache fetch whose body goes into that object instead of to this client.
+void Client::start_fetch_head(std::string head, std::string_view method_name, std::string_view url, http::Method m,
+                              delivery::ObjRef into) {
+  f_ = std::make_unique<Fetch>();
+  Fetch& f = *f_;
+  f.in = std::move(spare_in_);
+  f.out = std::move(spare_out_);
+  f.in.clear();
+  f.out.clear();
+  f.bereq = req_.child(ringlog::TxnType::bereq, into && into != obj_ ? "bgfetch" : "fetch");
+  f.req_body_sent = req_body_done_;
+  f.bereq.timestamp("Start");
+  req_.timestamp("Fetch");
+  f.rp.reset();
+  f.method = m;
+  f.into = std::move(into);
+  f.head = std::move(head);
+  const std::string& hd = f.head;
+  f.bereq.record(Tag::BereqMethod, method_name);
+  f.bereq.record(Tag::BereqURL, url);
+  f.bereq.record(Tag::BereqProtocol, "HTTP/1.1");
+  log_head_fields(f.bereq, Tag::BereqHeader, std::string_view(hd).substr(0, hd.size() - 2));
 
   if (!srv_.backends().empty()) {
     f.out.append(hd);
@@ -673,8 +849,8 @@ void Client::start_fetch(const http::RequestHead& h) {
     return;
   }
   // The built-in demo origin: the response is made here, no socket.
-  f.demo = demo_object(h.target);
-  f.demo_left = h.method == http::Method::Head ? 0 : f.demo.size;
+  f.demo = demo_object(url);
+  f.demo_left = m == http::Method::Head ? 0 : f.demo.size;
   f.hdr_tx = hd.size();
   f.bereq.record(Tag::BackendOpen, "-1 demo - - - -");
   f.bereq.timestamp("Bereq");
@@ -701,6 +877,10 @@ void Client::deliver_demo() {
   f.bereq.recordf(Tag::BerespHeader, "Cache-Control: %s", f.demo.cache_control.c_str());
   f.head_ready = true;
   f.req_body_sent = true;
+  if (f.into) {
+    cache_fetch_head();
+    return;
+  }
   deliver_head();
 }
 
@@ -758,8 +938,9 @@ void Client::fetch_fail(int status, const char* why, std::uint32_t counter) {
   w_.counters().add(counter);
   if (counter != M::fetch_failed) w_.counters().add(M::fetch_failed);
   RP_TRACE(req_, "fetch failed status=%d: %s", status, why);
+  bool background = f.into && f.into != obj_;  // a grace refresh: the client has its (stale) object
   end_fetch(false, "error");
-  synth(status, why, !req_body_done_);
+  if (!background) synth(status, why, !req_body_done_);
 }
 
 // Request body: client input -> backend output (or discarded for the demo origin).
@@ -903,7 +1084,7 @@ void Client::pump_backend() {
   // Read the response (head, then body as the client takes it).
   while (f_ && (f.st == Fetch::WaitHead || f.st == Fetch::Sending || (f.st == Fetch::Body && !f.body_end)) &&
          c->can_read) {
-    if (f.st == Fetch::Body && out_.size() >= kHighWater) break;  // back-pressure
+    if (f.st == Fetch::Body && !f.into && out_.size() >= kHighWater) break;  // back-pressure
     if (f.st == Fetch::Body && f.in.size() >= kHighWater) break;
     ssize_t n = read_into(c->fd, f.in);
     if (n > 0) {
@@ -953,8 +1134,9 @@ void Client::pump_backend() {
       // The head went out already: nothing to do but cut the client connection.
       f.bereq.record(Tag::FetchError, why);
       w_.counters().add(M::fetch_failed);
+      bool into = f.into != nullptr;  // a cache fetch: its readers see the object fail
       end_fetch(false, "error");
-      close_session("TX_ERROR");
+      if (!into) close_session("TX_ERROR");
       return;
     }
     fetch_fail(502, why, M::fetch_failed);
@@ -966,7 +1148,7 @@ void Client::pump_backend() {
 bool Client::parse_backend_head() {
   Fetch& f = *f_;
   for (;;) {
-    http::ParseResult r = f.rp.parse(f.in.view(), f.rh, method_);
+    http::ParseResult r = f.rp.parse(f.in.view(), f.rh, f.method);
     if (r.need_more()) return true;
     if (r.failed()) {
       std::string_view why = http::error_reason(r.error);
@@ -1000,6 +1182,11 @@ bool Client::parse_backend_head() {
     // Consuming only moves the read offset: rh's views stay valid for deliver_head().
     f.in.consume(r.consumed);
     if (f.rh.body == http::BodyKind::None) f.body_end = true;
+    if (f.into) {
+      cache_fetch_head();
+      if (f_ && f.body_end) store_body();  // no body: the object is complete now
+      return f_ != nullptr;
+    }
     deliver_head();
     return f_ != nullptr;
   }
@@ -1101,6 +1288,10 @@ void Client::deliver_head() {
 // Pulls response body bytes from the source (backend input or the demo origin) into
 // the client output, up to the high-water mark.
 void Client::fill_response() {
+  if (f_ && f_->into) {
+    store_body();
+    return;
+  }
   if (resp_ != Resp::Body || !f_) return;
   Fetch& f = *f_;
   bool no_body = method_ == http::Method::Head || status_ == 204 || status_ == 304;
@@ -1186,6 +1377,11 @@ void Client::fill_response() {
 void Client::end_fetch(bool reusable, const char* why) {
   if (!f_) return;
   Fetch& f = *f_;
+  if (f.into && f.into->state() == delivery::ObjState::busy) {
+    // A cache fetch that did not complete: the object is failed and unindexed (its
+    // streaming readers get an error, its waiters look up again).
+    srv_.cache()->fail(f.into);
+  }
   if (f.conn) {
     f.conn->owner = nullptr;
     if (f.bereq.enabled(Tag::BackendClose))
@@ -1193,7 +1389,10 @@ void Client::end_fetch(bool reusable, const char* why) {
     w_.release_backend_conn(f.conn, reusable, why);
     f.conn = nullptr;
   }
-  if (f.head_ready) f.bereq.timestamp("BerespBody");
+  if (f.head_ready) {
+    f.bereq.timestamp("BerespBody");
+    if (f.bereq.enabled(Tag::Length)) f.bereq.recordf(Tag::Length, "%llu", (unsigned long long)f.body_rx);
+  }
   if (f.bereq.enabled(Tag::BereqAcct))
     f.bereq.recordf(Tag::BereqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)f.hdr_tx,
                     (unsigned long long)f.body_tx, (unsigned long long)(f.hdr_tx + f.body_tx),
@@ -1215,6 +1414,238 @@ void Client::end_fetch(bool reusable, const char* why) {
   spare_in_ = std::move(f.in);
   spare_out_ = std::move(f.out);
   f_.reset();
+}
+
+// ------------------------------------------------------------------------------------
+// The cache path: fetch into an object, deliver from it.
+
+// A cache fetch's response head is in: the cache decides (TTL, hit-for-pass), stores
+// the head and wakes the waiters; the client that fetched streams the object.
+void Client::cache_fetch_head() {
+  Fetch& f = *f_;
+  cache::Response resp;
+  if (f.be) {
+    resp.status = f.rh.status;
+    resp.reason.assign(f.rh.reason.empty() ? http::reason_phrase(f.rh.status) : f.rh.reason);
+    resp.headers.reserve(f.rh.headers.size() + 1);
+    for (const http::Header& h : f.rh.headers) {
+      if (http::is_hop_by_hop(h.name, f.rh.connection)) continue;
+      resp.headers.emplace_back(std::string(h.name), std::string(h.value));
+    }
+    std::string via;
+    http::write_via(via, f.rh.headers, f.rh.version_minor, srv_.config().via);
+    // write_via made "Via: ...\r\n" with the backend's Via folded in: store its value.
+    for (auto it = resp.headers.begin(); it != resp.headers.end();)
+      it = http::iequals(it->first, "Via") ? resp.headers.erase(it) : it + 1;
+    if (via.size() > 7) resp.headers.emplace_back("Via", via.substr(5, via.size() - 7));
+  } else {
+    resp.status = f.demo.status;
+    resp.reason = "OK";
+    resp.headers = {{"Content-Length", std::to_string(f.demo.size)},
+                    {"Cache-Control", f.demo.cache_control},
+                    {"Content-Type", "application/octet-stream"},
+                    {"Via", "1.1 " + srv_.config().via}};
+  }
+  if (!f.be) f.into->set_size_hint(f.demo.size);
+  else if (f.rh.body == http::BodyKind::Length) f.into->set_size_hint(f.rh.content_length);
+  srv_.cache()->headers(f.into, creq_->req, resp, now_s(), &f.bereq);
+  RP_TRACE(req_, "fetch head stored status=%d", resp.status);
+  if (f.into == obj_ && resp_ == Resp::None) start_delivery();
+}
+
+// Moves the fetched body into the object (cache fetch): no back-pressure from clients,
+// the object is in storage; the demo origin's bytes are made a slice per call.
+void Client::store_body() {
+  Fetch& f = *f_;
+  if (!f.head_ready) return;
+  bool ok = true;
+  auto put = [&](std::string_view d) {
+    while (ok && !d.empty()) {
+      ssize_t n = f.into->append(d.data(), d.size());
+      if (n <= 0) {
+        ok = false;
+        break;
+      }
+      d.remove_prefix(std::size_t(n));
+      moved_ += std::uint64_t(n);
+    }
+  };
+  if (!f.be) {
+    static const std::string pattern = [] {
+      std::string s;
+      for (int i = 0; i < 64 * 1024; ++i) s += char('a' + (i % 26));
+      return s;
+    }();
+    for (int i = 0; i < 16 && f.demo_left > 0 && ok; ++i) {
+      std::size_t n = std::size_t(std::min<std::uint64_t>(f.demo_left, pattern.size()));
+      put(std::string_view(pattern).substr(0, n));
+      f.demo_left -= n;
+      f.body_rx += n;
+    }
+    if (f.demo_left == 0) f.body_end = true;
+  } else {
+    switch (f.rh.body) {
+      case http::BodyKind::None:
+      case http::BodyKind::Tunnel:
+        f.body_end = true;
+        break;
+      case http::BodyKind::Length: {
+        std::size_t n = std::size_t(std::min<std::uint64_t>(f.body_left, f.in.size()));
+        put(f.in.view().substr(0, n));
+        f.in.consume(n);
+        f.body_left -= n;
+        f.body_rx += n;
+        if (f.body_left == 0) f.body_end = true;
+        break;
+      }
+      case http::BodyKind::Chunked:
+        while (!f.in.empty() && !f.body_end && ok) {
+          auto st = f.dec.step(f.in.view());
+          if (st.kind == http::ChunkedDecoder::Step::Data) {
+            put(st.data);
+            f.body_rx += st.data.size();
+          } else if (st.kind == http::ChunkedDecoder::Step::Done) {
+            f.body_end = true;
+          } else if (st.kind == http::ChunkedDecoder::Step::Failed) {
+            std::string_view why = http::error_reason(st.error);
+            f.bereq.recordf(Tag::FetchError, "backend %s: bad chunked body: %.*s", f.be->spec.name.c_str(),
+                            int(why.size()), why.data());
+            w_.counters().add(M::fetch_failed);
+            end_fetch(false, "error");  // fails the object: its readers get an error
+            return;
+          }
+          f.in.consume(st.consumed);
+        }
+        break;
+      case http::BodyKind::UntilClose:
+        put(f.in.view());
+        f.body_rx += f.in.size();
+        f.in.clear();
+        break;
+    }
+  }
+  if (!ok) {
+    f.bereq.record(Tag::FetchError, "storage exhausted");
+    w_.counters().add(M::fetch_failed);
+    end_fetch(false, "error");
+    return;
+  }
+  if (f.body_end) {
+    srv_.cache()->finish(f.into);
+    bool reusable = f.be && f.rh.keep_alive && f.rh.body != http::BodyKind::UntilClose && f.in.empty() &&
+                    f.out.empty() && f.req_body_sent;
+    RP_TRACE(req_, "fetch body stored bytes=%llu", (unsigned long long)f.body_rx);
+    end_fetch(reusable, "recycle");
+  }
+}
+
+// deliver (cache path): the plan (status, head, filters) for this client and a Sender
+// that pulls the object through the filter chain into the worker's transport.
+void Client::start_delivery() {
+  req_.timestamp("Process");
+  std::string extra = "X-Varnish: ";
+  extra += std::to_string(req_.vxid());
+  if (!f_ || f_->into != obj_) {  // a hit: also the fetch that made the object, as Varnish does
+    const auto& m = static_cast<const cache::ObjMeta&>(*obj_->meta);
+    if (m.vxid) extra += " " + std::to_string(m.vxid);
+  }
+  extra += "\r\n";
+  if (srv_.stopping()) keep_alive_ = false;
+  cache::DeliveryPlan plan = cache::plan_delivery(creq_->req, obj_, now_s(), extra, minor_ == 0);
+  if (plan.close_delimited) keep_alive_ = false;
+  if (!keep_alive_) plan.head.insert(plan.head.size() - 2, "Connection: close\r\n");
+  else if (minor_ == 0) plan.head.insert(plan.head.size() - 2, "Connection: keep-alive\r\n");
+  status_ = plan.status;
+  std::string_view head = plan.head;
+  std::size_t sp1 = head.find(' '), sp2 = head.find(' ', sp1 + 1), eol = head.find("\r\n");
+  req_.record(Tag::RespProtocol, "HTTP/1.1");
+  req_.record(Tag::RespStatus, head.substr(sp1 + 1, sp2 - sp1 - 1));
+  req_.record(Tag::RespReason, head.substr(sp2 + 1, eol - sp2 - 1));
+  log_head_fields(req_, Tag::RespHeader, head);
+  RP_TRACE(req_, "deliver from cache status=%d filters=%s%s%s", plan.status, plan.range ? "range " : "",
+           plan.coding != cache::DeliveryPlan::Coding::none ? "zlib " : "", plan.chunked ? "chunked" : "");
+  resp_hdr_tx_ = plan.head.size();
+  w_.counters().add(M::s_resp_hdrbytes, resp_hdr_tx_);
+  count_status(plan.status);
+  chain_ = cache::make_chain(plan, obj_, notify_.get());
+  sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get());
+  sender_->user = this;
+  resp_ = Resp::Stream;
+  if (!watched_) w_.watch(this), watched_ = true;
+}
+
+void Client::pump_sender() {
+  delivery::Transport& t = w_.transport();
+  for (int turns = 0; turns < 16; ++turns) {
+    if (sender_->inflight() || sender_->finished()) return;
+    if (sender_->status() == delivery::Sender::Status::wait_write && !can_write_) return;
+    notify_->take();  // cleared before leasing: a wake-up after this is never lost
+    std::uint64_t before = sender_->bytes_sent();
+    delivery::Sender::Status st = t.pump(*sender_);
+    std::uint64_t sent = sender_->bytes_sent() - before;
+    moved_ += sent;
+    if (sent && timer_ == Timer::Send) timer_ = Timer::None;
+    switch (st) {
+      case delivery::Sender::Status::wait_write:
+        can_write_ = false;
+        if (timer_ != Timer::Send || sent) {
+          timer_ = Timer::Send;
+          deadline_ = w_.now() + srv_.params().ns(timeout_send);
+        }
+        return;
+      case delivery::Sender::Status::wait_data:
+      case delivery::Sender::Status::inflight:
+      case delivery::Sender::Status::done:
+        return;
+      case delivery::Sender::Status::ready:
+        continue;
+      case delivery::Sender::Status::error:
+        if (sender_->error() == EIO) {
+          req_.record(Tag::Error, "object failed while being delivered");
+          close_session("TX_ERROR");
+        } else {
+          req_.recordf(Tag::Error, "client write: %s", std::strerror(sender_->error()));
+          close_session("TX_ERROR");
+        }
+        return;
+    }
+  }
+}
+
+// The Sender is done and no fetch of ours is running: account, then done.
+void Client::finish_delivery() {
+  resp_body_tx_ = sender_->body_bytes_sent();
+  w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
+  drop_delivery();
+  creq_.reset();
+  resp_ = Resp::Queued;
+  finish_request();
+}
+
+// Lets go of the cache path's state. A Sender the kernel still holds (io_uring) goes
+// to the worker with everything it points into.
+void Client::drop_delivery() {
+  if (obj_ && notify_) obj_->disarm(notify_.get());  // a wait armed by lookup
+  if (sender_ && sender_->inflight()) {
+    sender_->user = nullptr;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);  // the pending send fails at once
+    w_.orphan(std::move(sender_), std::move(chain_), std::move(notify_), obj_);
+  }
+  sender_.reset();
+  chain_.reset();
+  obj_.reset();
+  if (watched_) {
+    w_.unwatch(this);
+    watched_ = false;
+  }
+}
+
+void Client::on_notify() {
+  if (fd_ >= 0) drive();
+}
+
+void Client::on_completion() {
+  if (fd_ >= 0) drive();
 }
 
 // A response made here (errors, 417...). close: the connection closes after it.
@@ -1385,8 +1816,10 @@ void Client::check_timeouts(std::uint64_t now) {
       w_.counters().add(M::fetch_timeout_between_bytes);
       w_.counters().add(M::fetch_failed);
       RP_TRACE(req_, "fetch between bytes timeout");
+      bool into = f.into != nullptr;  // a cache fetch: its readers see the object fail
       end_fetch(false, "error");
-      close_session("TX_ERROR");
+      if (!into) close_session("TX_ERROR");
+      else drive();
       return;
     }
     if (fd_ >= 0) drive();
@@ -1407,7 +1840,7 @@ void Client::check_timeouts(std::uint64_t now) {
       }
       break;
     case Timer::Send:
-      if (!out_.empty()) {
+      if (!out_.empty() || (sender_ && sender_->status() == delivery::Sender::Status::wait_write)) {
         w_.counters().add(M::sess_timeout_send);
         if (req_active_) req_.record(Tag::Error, "send timeout");
         close_session("TX_ERROR");
@@ -1454,6 +1887,24 @@ Worker::Worker(Server& srv, unsigned index) : srv_(srv), index_(index) {
   waker_.w = this;
   add_fd(wake_fd_, &waker_, EPOLLIN);
   pool_.resize(srv.backends().size());
+  if (srv.cache()) {
+    try {
+      notify_waker_ = std::make_unique<delivery::LoopWaker>();
+    } catch (const std::system_error& e) {
+      throw ConfigError(std::string("eventfd: ") + e.what());
+    }
+    notify_handler_.w = this;
+    add_fd(notify_waker_->fd(), &notify_handler_, EPOLLIN);
+    delivery::TransportOptions to;
+    to.kind = srv.config().transport;
+    std::string notice;
+    // The fallback notice (io_uring refused) is logged once, by the first worker.
+    transport_ = delivery::make_transport(to, index == 0 ? &srv.log() : nullptr, &notice);
+    if (transport_->completion_fd() >= 0) {
+      completion_handler_.w = this;
+      add_fd(transport_->completion_fd(), &completion_handler_, EPOLLIN);
+    }
+  }
 }
 
 Worker::~Worker() {
@@ -1600,6 +2051,37 @@ void Worker::release_backend_conn(BackendConn* c, bool reusable, const char*) {
   retire(c);
 }
 
+void Worker::NotifyHandler::on_event(std::uint32_t) {
+  if (!w->notify_waker_->drain()) return;
+  // Every session with an armed notification or a running Sender: the fired ones move.
+  std::vector<Client*> ws = w->watchers_;
+  for (Client* c : ws)
+    if (c->notified()) c->on_notify();
+}
+
+void Worker::CompletionHandler::on_event(std::uint32_t) {
+  w->reaped_.clear();
+  w->transport_->reap(w->reaped_);
+  for (delivery::Sender* s : w->reaped_)
+    if (s->user) static_cast<Client*>(s->user)->on_completion();
+  // Orphans whose last completion came in are freed.
+  auto& o = w->orphans_;
+  o.erase(std::remove_if(o.begin(), o.end(), [](const Orphan& x) { return !x.sender->inflight(); }), o.end());
+}
+
+void Worker::watch(Client* c) { watchers_.push_back(c); }
+void Worker::unwatch(Client* c) { watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), c), watchers_.end()); }
+
+void Worker::orphan(std::unique_ptr<delivery::Sender> s, std::unique_ptr<delivery::Chain> c,
+                    std::unique_ptr<delivery::ReadyNotify> n, delivery::ObjRef o) {
+  Orphan x;
+  x.notify = std::move(n);
+  x.obj = std::move(o);
+  x.chain = std::move(c);
+  x.sender = std::move(s);
+  orphans_.push_back(std::move(x));
+}
+
 void Worker::retire(Client* c) { dead_clients_.push_back(c); }
 void Worker::schedule(Client* c) { ready_.push_back(c); }
 void Worker::retire(BackendConn* c) {
@@ -1669,6 +2151,7 @@ void Worker::run() {
       }
     }
     free_retired();
+    if (transport_) transport_->flush();  // io_uring: this turn's sends, one submission
     if (now_ns_ >= next_sweep_) {
       sweep();
       free_retired();
@@ -1691,6 +2174,14 @@ void Worker::run() {
     while (!idle.empty()) release_backend_conn(idle.back(), false, "shutdown");
   }
   free_retired();
+  // Sends still in the kernel (io_uring; their sockets were shut down): wait for their
+  // completions so nothing the kernel points into is freed before it is done.
+  for (int i = 0; i < 200 && !orphans_.empty() && transport_ && transport_->completion_fd() >= 0; ++i) {
+    transport_->flush();
+    pollfd p{transport_->completion_fd(), POLLIN, 0};
+    ::poll(&p, 1, 10);
+    completion_handler_.on_event(EPOLLIN);
+  }
   main_->sub(M::threads);
 }
 

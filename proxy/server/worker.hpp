@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ringlog/stats.hpp"
+#include "ringproxy/delivery/transport.hpp"
 #include "server.hpp"
 
 namespace ringproxy {
@@ -46,6 +47,17 @@ class Worker {
   void release_backend_conn(BackendConn* c, bool reusable, const char* reason);
   Backend* pick_backend() noexcept;
 
+  // The cache path's delivery: the transport every cached response goes out through,
+  // and the notifications (busy objects, streaming bodies) that wake this loop.
+  delivery::Transport& transport() noexcept { return *transport_; }
+  delivery::LoopWaker* notify_waker() noexcept { return notify_waker_.get(); }
+  void watch(Client* c);    // c has a notification armed or a Sender running
+  void unwatch(Client* c);
+  // A closed session's Sender still in the kernel's hands (io_uring): kept, with what it
+  // points into, until its completion is reaped.
+  void orphan(std::unique_ptr<delivery::Sender> s, std::unique_ptr<delivery::Chain> c,
+              std::unique_ptr<delivery::ReadyNotify> n, delivery::ObjRef o);
+
   // Deferred deletion: objects closed while handling events are freed after the batch.
   void retire(Client* c);
   void schedule(Client* c);  // drive it again on the loop's next turn
@@ -64,6 +76,20 @@ class Worker {
     Worker* w = nullptr;
     void on_event(std::uint32_t) override;
   };
+  struct NotifyHandler : Handler {
+    Worker* w = nullptr;
+    void on_event(std::uint32_t) override;
+  };
+  struct CompletionHandler : Handler {
+    Worker* w = nullptr;
+    void on_event(std::uint32_t) override;
+  };
+  struct Orphan {
+    std::unique_ptr<delivery::ReadyNotify> notify;
+    delivery::ObjRef obj;
+    std::unique_ptr<delivery::Chain> chain;
+    std::unique_ptr<delivery::Sender> sender;  // destroyed first (gives back to chain)
+  };
   void accept_all(Listener& l);
   void sweep();
   void begin_shutdown();
@@ -81,6 +107,13 @@ class Worker {
   std::vector<Client*> ready_;  // sessions to drive again without waiting for an event
   std::vector<BackendConn*> dead_conns_;
   std::unique_ptr<ringlog::stats::LocalCounters> main_;
+  std::unique_ptr<delivery::Transport> transport_;
+  std::unique_ptr<delivery::LoopWaker> notify_waker_;
+  NotifyHandler notify_handler_;
+  CompletionHandler completion_handler_;
+  std::vector<Client*> watchers_;
+  std::vector<Orphan> orphans_;
+  std::vector<delivery::Sender*> reaped_;
   std::uint64_t now_ns_ = 0;
   std::uint64_t next_sweep_ = 0;
   std::uint64_t shutdown_deadline_ = 0;

@@ -675,7 +675,7 @@ def case_load():
     check("Non-2xx" not in r.stdout and "Socket errors" not in r.stdout, "no errors under load")
     st = p.stats()
     p.stop()
-    check(st["MAIN.client_req"] >= n and st["MAIN.client_resp_2xx"] == st["MAIN.client_req"], "counters agree with wrk")
+    check(st["MAIN.client_req"] >= n and st["MAIN.client_resp_2xx"] == st["MAIN.client_req"], f"counters agree with wrk (req {st['MAIN.client_req']} 2xx {st['MAIN.client_resp_2xx']} wrk {n})")
     txns = p.txns()
     reqs = [t for t in txns if t["type"] == "req"]
     check(len(reqs) >= min(n, 1000) * 0.5, f"requests logged: {len(reqs)} of {n} (ring may wrap)")

@@ -436,6 +436,8 @@ DeliveryPlan plan_delivery(const Request& req, const ObjRef& obj, double now, st
     } else if (!http10) {
       p.chunked = true;
       h += "Transfer-Encoding: chunked\r\n";
+    } else {
+      p.close_delimited = true;
     }
   } else {
     p.body = false;

@@ -168,6 +168,7 @@ struct DeliveryPlan {
   std::optional<delivery::RangePlan> range;
   enum class Coding { none, gzip, gunzip } coding = Coding::none;
   std::uint64_t content_length = 0;  // when !chunked
+  bool close_delimited = false;      // HTTP/1.0 client, length unknown: the close ends the body
 };
 // extra_headers: lines the server adds ("Via: ...\r\nX-Varnish: 3\r\n"), may be empty.
 // now: for Age. http10: no chunked (close-delimited instead).
