@@ -50,6 +50,7 @@ constexpr std::uint64_t kLockSuspectNs = 20'000'000;     // tail locked this lon
 constexpr std::uint64_t kUnknownOwnerNs = 1'000'000'000; // owner never recorded: longer
 constexpr std::uint64_t kNotReady = ~0ULL;
 constexpr std::uint32_t kRcUnknown = 0x100;
+constexpr unsigned kLockSpins = 32;  // polls of a locked tail before joining the wait queue
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
 
@@ -798,6 +799,26 @@ namespace {
 [[gnu::noinline]] std::uint32_t write_queued(Ring::Impl& r, const WriterCtx& ctx, Msg msg) noexcept {
   Header* h = r.m.hdr;
   auto& queue = ctx.queue->head;
+  // First a brief spin on the tail lock while nobody waits in our queue: with few
+  // writers the holder releases it within a few hundred cycles (it copies after
+  // unlocking), sooner than the queue's exchanges and hand-over would take. Bounded, so
+  // that with more threads than cores (a preempted holder) writers soon queue up and
+  // get carried instead.
+  bool waited = false;  // counted once per write in lock_waits
+  for (unsigned i = 0; i < kLockSpins; ++i) {
+    if (queue.load(std::memory_order_relaxed) != nullptr) break;
+    std::uint64_t t = h->tail.load(std::memory_order_relaxed);
+    if (!(t & kTailLock)) {
+      if (h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed)) {  // L1
+        h->owner.store(ctx.owner, std::memory_order_relaxed);
+        return r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
+      }
+    } else if (!waited) {
+      waited = true;
+      h->lock_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    detail::cpu_relax();
+  }
   Cell cell(msg);
   Cell* prev = static_cast<Cell*>(queue.exchange(&cell, std::memory_order_acq_rel));  // Q1
   cell.next.store(prev, std::memory_order_relaxed);
@@ -814,7 +835,6 @@ namespace {
   cell.needed_tot.store(tot, std::memory_order_release);
 
   Backoff b;
-  bool waited = false;
   std::uint64_t seen = 0, since = 0;
   for (;;) {
     if (queue.load(std::memory_order_acquire) != &cell) break;  // a newer writer carries us

@@ -100,6 +100,15 @@ inline std::uint32_t self_pid() noexcept {
 std::uint64_t self_start_time() noexcept;
 std::uint32_t self_tid() noexcept;
 
+// One spin-wait hint (x86 pause, arm yield).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 // Bounded spinning, then yielding, then short sleeps: threads > cores must not collapse.
 struct Backoff {
   unsigned n = 0;
