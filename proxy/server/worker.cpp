@@ -325,7 +325,12 @@ class Client : public Handler {
   bool idle() const noexcept { return !req_active_ && in_.empty() && out_.empty(); }
   void close_session(const char* reason);
   bool closed() const noexcept { return fd_ < 0; }
-  void resume() { if (fd_ >= 0) drive(); }
+  // Closed, but its cache fetch goes on for the object's other readers (and the cache).
+  bool detached() const noexcept { return detached_; }
+  void resume() {
+    if (fd_ >= 0) drive();
+    else if (detached_) drive_fetch();
+  }
   bool scheduled_ = false;
   std::uint64_t moved_ = 0;  // bytes read or written by this session's sockets (progress)
   BackendConn* backend_conn() const noexcept { return f_ ? f_->conn : nullptr; }
@@ -367,6 +372,7 @@ class Client : public Handler {
   void pump_sender();
   void finish_delivery();
   void drop_delivery();
+  void drive_fetch();
 
  public:
   void on_notify();      // the worker: this session's notification fired
@@ -424,6 +430,7 @@ class Client : public Handler {
   std::unique_ptr<delivery::Chain> chain_;
   std::unique_ptr<delivery::Sender> sender_;
   bool watched_ = false;
+  bool detached_ = false;
 };
 
 // ------------------------------------------------------------------------------------
@@ -453,7 +460,10 @@ Client::~Client() {
 
 void Client::close_session(const char* reason) {
   if (fd_ < 0) return;
-  if (f_) end_fetch(false, "close");
+  // A cache fetch outlives its client (other requests stream or wait for the object,
+  // a grace refresh is for everyone): the session detaches and the fetch goes on.
+  bool detach = f_ && f_->into && f_->st != Fetch::Done && f_->st != Fetch::Failed && !srv_.stopping();
+  if (f_ && !detach) end_fetch(false, "close");
   if (sender_) resp_body_tx_ = sender_->body_bytes_sent();
   drop_delivery();
   if (req_active_) {
@@ -474,6 +484,11 @@ void Client::close_session(const char* reason) {
   sess_.end();
   w_.counters().add(M::sess_closed);
   w_.counters().sub(M::sess_active);
+  if (detach) {
+    detached_ = true;  // retired by drive_fetch() when the fetch is over
+    drive_fetch();
+    return;
+  }
   w_.retire(this);
 }
 
@@ -487,6 +502,32 @@ void Client::on_event(std::uint32_t ev) {
 
 void Client::on_backend_event() {
   if (fd_ >= 0) drive();
+  else if (detached_) drive_fetch();
+}
+
+// A detached session: only its cache fetch runs, until it completes or fails.
+void Client::drive_fetch() {
+  scheduled_ = false;
+  for (int guard = 0; f_; ++guard) {
+    if (guard == 64) {
+      scheduled_ = true;
+      w_.schedule(this);
+      return;
+    }
+    std::uint64_t before = moved_;
+    pump_backend();
+    if (f_) fill_response();  // into the object
+    if (moved_ == before) break;
+  }
+  if (f_ && !f_->be && !scheduled_) {  // the demo origin makes bytes without an event
+    scheduled_ = true;
+    w_.schedule(this);
+    return;
+  }
+  if (!f_) {
+    detached_ = false;
+    w_.retire(this);
+  }
 }
 
 // The state machine's pump: runs every step that can make progress now.
@@ -1796,7 +1837,7 @@ void Client::become_tunnel() {
 }
 
 void Client::check_timeouts(std::uint64_t now) {
-  if (fd_ < 0) return;
+  if (fd_ < 0 && !detached_) return;
   if (f_ && f_->deadline && now >= f_->deadline && f_->be && f_->st != Fetch::Done) {
     Fetch& f = *f_;
     f.be->stats.add(V::timeouts);
@@ -1819,12 +1860,13 @@ void Client::check_timeouts(std::uint64_t now) {
       bool into = f.into != nullptr;  // a cache fetch: its readers see the object fail
       end_fetch(false, "error");
       if (!into) close_session("TX_ERROR");
-      else drive();
+      else resume();
       return;
     }
-    if (fd_ >= 0) drive();
+    resume();
     return;
   }
+  if (fd_ < 0) return;
   if (timer_ == Timer::None || now < deadline_) return;
   switch (timer_) {
     case Timer::Idle:
@@ -1854,6 +1896,12 @@ void Client::check_timeouts(std::uint64_t now) {
 }
 
 void Client::shutdown_begin() {
+  if (detached_) {
+    end_fetch(false, "shutdown");
+    detached_ = false;
+    w_.retire(this);
+    return;
+  }
   if (fd_ < 0) return;
   if (!req_active_ && out_.empty()) {
     // Idle (or partial head): nothing in flight to finish.
@@ -2147,7 +2195,7 @@ void Worker::run() {
       batch.swap(ready_);
       for (std::size_t i = 0; i < batch.size(); ++i) {
         // A session closed meanwhile is retired, not freed, until free_retired().
-        if (!batch[i]->closed() && batch[i]->scheduled_) batch[i]->resume();
+        if ((!batch[i]->closed() || batch[i]->detached()) && batch[i]->scheduled_) batch[i]->resume();
       }
     }
     free_retired();
