@@ -72,8 +72,9 @@ report() {
 start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
   local bin=$1 inst=$2 port=$3
   shift 3
+  # --cache off: every request is proxied, as haproxy does (bench_cache.sh measures hits).
   "$bin" -n "$inst" -a "127.0.0.1:$port" -t "$THREADS" -b "o=127.0.0.1:$OPORT" --health-path /size/0 \
-    --ring-size 256M "$@" 2>/dev/null &
+    --ring-size 256M --cache off "$@" 2>/dev/null &
   pids+=($!)
   wait_port "$port"
 }

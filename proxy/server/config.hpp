@@ -66,6 +66,7 @@ struct Config {
   std::uint64_t storage = 256u << 20;    // cache memory cap; LRU eviction beyond
   double default_ttl = 120, default_grace = 10;
   std::string transport = "writev";      // writev | io_uring (falls back to writev)
+  bool crc32 = false;                    // a CRC32 filter in every delivery (tests, benchmarks)
 };
 
 }  // namespace ringproxy

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 31536000.0));
   app.add_option("--transport", cfg.transport, "How responses from the cache are sent: writev or io_uring (io_uring falls back to writev where the kernel refuses it)")
       ->check(CLI::IsMember({"writev", "io_uring"}));
+  app.add_flag("--crc32", cfg.crc32, "Pass every response from the cache or a pass through a CRC32 filter and log the sum (Debug record): for tests and benchmarks");
   ringproxy::tunnel::ProxyTunnelConfig tunnels;
   ringproxy::tunnel::add_options(app, tunnels);
   std::vector<double> pvals(ringproxy::kParamCount, 0);

@@ -290,6 +290,9 @@ struct Fetch {
   std::uint64_t demo_left = 0;
   http::Method method = http::Method::Get;  // of the backend request (parses the response)
   delivery::ObjRef into;                    // cache fetch: the body goes into this object
+  bool pass_object = false;                 // a pass through the delivery stack: at the
+                                            // head, into becomes a transient object
+  std::string pending;                      // decoded body bytes the object had no room for
 };
 
 // The request as the cache sees it, owned by the session while it waits or streams
@@ -373,12 +376,16 @@ class Client : public Handler {
   void finish_delivery();
   void drop_delivery();
   void drive_fetch();
+  void start_pass();
 
  public:
   void on_notify();      // the worker: this session's notification fired
   void on_completion();  // the worker: an io_uring completion of this session's Sender
   // Peeks: the flag is taken by the step that acts on it (the wait or the Sender).
-  bool notified() const noexcept { return notify_ && notify_->ready.load(std::memory_order_acquire); }
+  bool notified() const noexcept {
+    return (notify_ && notify_->ready.load(std::memory_order_acquire)) ||
+           (space_ && space_->ready.load(std::memory_order_acquire));
+  }
 
  private:
   Worker& w_;
@@ -431,6 +438,8 @@ class Client : public Handler {
   std::unique_ptr<delivery::Sender> sender_;
   bool watched_ = false;
   bool detached_ = false;
+  std::unique_ptr<delivery::ReadyNotify> space_;  // a pass fetch waits for window room
+  delivery::Crc32Filter* crc_ = nullptr;          // --crc32: the chain's check filter
 };
 
 // ------------------------------------------------------------------------------------
@@ -462,7 +471,8 @@ void Client::close_session(const char* reason) {
   if (fd_ < 0) return;
   // A cache fetch outlives its client (other requests stream or wait for the object,
   // a grace refresh is for everyone): the session detaches and the fetch goes on.
-  bool detach = f_ && f_->into && f_->st != Fetch::Done && f_->st != Fetch::Failed && !srv_.stopping();
+  bool detach = f_ && f_->into && !f_->into->transient() && f_->st != Fetch::Done && f_->st != Fetch::Failed &&
+                !srv_.stopping();
   if (f_ && !detach) end_fetch(false, "close");
   if (sender_) resp_body_tx_ = sender_->body_bytes_sent();
   drop_delivery();
@@ -560,8 +570,7 @@ void Client::drive() {
         obj_->disarm(notify_.get());
         obj_.reset();
         resp_ = Resp::None;
-        if (!cache_lookup()) start_fetch_head(creq_->pass_head, creq_->method, creq_->url,
-                                              method_, nullptr);
+        if (!cache_lookup()) start_pass();
         progressed = true;
         if (fd_ < 0) return;
       }
@@ -774,8 +783,20 @@ bool Client::lookup(const http::RequestHead& h) {
     if (resp_ == Resp::Wait) creq_->pass_head = build_bereq(h, false);  // in case the wait ends in a pass
     return false;
   }
+  if (h.method == http::Method::Get) {
+    // A GET pass goes through the delivery stack too: a transient object whose window
+    // bounds the memory it holds, whatever the body size.
+    creq_->pass_head = build_bereq(h, false);
+    start_pass();
+    return false;
+  }
   creq_.reset();
   return true;
+}
+
+void Client::start_pass() {
+  start_fetch_head(creq_->pass_head, creq_->method, creq_->url, method_, nullptr);
+  if (f_ && method_ == http::Method::Get) f_->pass_object = true;
 }
 
 // One cache lookup of creq_: false for pass / hit-for-pass (the caller fetches).
@@ -918,7 +939,7 @@ void Client::deliver_demo() {
   f.bereq.recordf(Tag::BerespHeader, "Cache-Control: %s", f.demo.cache_control.c_str());
   f.head_ready = true;
   f.req_body_sent = true;
-  if (f.into) {
+  if (f.into || f.pass_object) {
     cache_fetch_head();
     return;
   }
@@ -1223,7 +1244,7 @@ bool Client::parse_backend_head() {
     // Consuming only moves the read offset: rh's views stay valid for deliver_head().
     f.in.consume(r.consumed);
     if (f.rh.body == http::BodyKind::None) f.body_end = true;
-    if (f.into) {
+    if (f.into || f.pass_object) {
       cache_fetch_head();
       if (f_ && f.body_end) store_body();  // no body: the object is complete now
       return f_ != nullptr;
@@ -1487,6 +1508,14 @@ void Client::cache_fetch_head() {
                     {"Content-Type", "application/octet-stream"},
                     {"Via", "1.1 " + srv_.config().via}};
   }
+  if (f.pass_object) {
+    f.into = srv_.cache()->pass_object(resp, &f.bereq);
+    obj_ = f.into;
+    if (!space_) space_ = std::make_unique<delivery::ReadyNotify>(w_.notify_waker());
+    RP_TRACE(req_, "fetch head: pass through a transient object status=%d", resp.status);
+    start_delivery();
+    return;
+  }
   if (!f.be) f.into->set_size_hint(f.demo.size);
   else if (f.rh.body == http::BodyKind::Length) f.into->set_size_hint(f.rh.content_length);
   srv_.cache()->headers(f.into, creq_->req, resp, now_s(), &f.bereq);
@@ -1495,33 +1524,47 @@ void Client::cache_fetch_head() {
 }
 
 // Moves the fetched body into the object (cache fetch): no back-pressure from clients,
-// the object is in storage; the demo origin's bytes are made a slice per call.
+// the object is in storage; the demo origin's bytes are made a slice per call. A pass
+// object's window can be full: the rest waits (in f.in, or decoded in f.pending) and a
+// notification is armed for when its reader frees room.
 void Client::store_body() {
   Fetch& f = *f_;
-  if (!f.head_ready) return;
-  bool ok = true;
-  auto put = [&](std::string_view d) {
-    while (ok && !d.empty()) {
-      ssize_t n = f.into->append(d.data(), d.size());
-      if (n <= 0) {
+  if (!f.head_ready || !f.into) return;
+  if (space_) space_->take();
+  bool ok = true, full = false;
+  auto put = [&](std::string_view d) -> std::size_t {
+    std::size_t taken = 0;
+    while (taken < d.size()) {
+      ssize_t n = f.into->append(d.data() + taken, d.size() - taken);
+      if (n < 0) {
         ok = false;
         break;
       }
-      d.remove_prefix(std::size_t(n));
-      moved_ += std::uint64_t(n);
+      if (n == 0) {
+        full = true;
+        break;
+      }
+      taken += std::size_t(n);
     }
+    moved_ += taken;
+    return taken;
   };
-  if (!f.be) {
+  if (!f.pending.empty()) {
+    f.pending.erase(0, put(f.pending));
+  }
+  if (!f.pending.empty() || !ok) {
+    // still no room (or failed): nothing more now
+  } else if (!f.be) {
     static const std::string pattern = [] {
       std::string s;
       for (int i = 0; i < 64 * 1024; ++i) s += char('a' + (i % 26));
       return s;
     }();
-    for (int i = 0; i < 16 && f.demo_left > 0 && ok; ++i) {
+    for (int i = 0; i < 16 && f.demo_left > 0 && ok && !full; ++i) {
       std::size_t n = std::size_t(std::min<std::uint64_t>(f.demo_left, pattern.size()));
-      put(std::string_view(pattern).substr(0, n));
-      f.demo_left -= n;
-      f.body_rx += n;
+      std::size_t k = put(std::string_view(pattern).substr(0, n));
+      f.demo_left -= k;
+      f.body_rx += k;
     }
     if (f.demo_left == 0) f.body_end = true;
   } else {
@@ -1532,19 +1575,20 @@ void Client::store_body() {
         break;
       case http::BodyKind::Length: {
         std::size_t n = std::size_t(std::min<std::uint64_t>(f.body_left, f.in.size()));
-        put(f.in.view().substr(0, n));
-        f.in.consume(n);
-        f.body_left -= n;
-        f.body_rx += n;
+        std::size_t k = put(f.in.view().substr(0, n));
+        f.in.consume(k);
+        f.body_left -= k;
+        f.body_rx += k;
         if (f.body_left == 0) f.body_end = true;
         break;
       }
       case http::BodyKind::Chunked:
-        while (!f.in.empty() && !f.body_end && ok) {
+        while (!f.in.empty() && !f.body_end && ok && !full) {
           auto st = f.dec.step(f.in.view());
           if (st.kind == http::ChunkedDecoder::Step::Data) {
-            put(st.data);
+            std::size_t k = put(st.data);
             f.body_rx += st.data.size();
+            if (k < st.data.size()) f.pending.assign(st.data.substr(k));
           } else if (st.kind == http::ChunkedDecoder::Step::Done) {
             f.body_end = true;
           } else if (st.kind == http::ChunkedDecoder::Step::Failed) {
@@ -1558,11 +1602,12 @@ void Client::store_body() {
           f.in.consume(st.consumed);
         }
         break;
-      case http::BodyKind::UntilClose:
-        put(f.in.view());
-        f.body_rx += f.in.size();
-        f.in.clear();
+      case http::BodyKind::UntilClose: {
+        std::size_t k = put(f.in.view());
+        f.body_rx += k;
+        f.in.consume(k);
         break;
+      }
     }
   }
   if (!ok) {
@@ -1571,8 +1616,18 @@ void Client::store_body() {
     end_fetch(false, "error");
     return;
   }
-  if (f.body_end) {
-    srv_.cache()->finish(f.into);
+  if (full || !f.pending.empty()) {
+    // The pass window is full: go on when the reader has freed room (or at once if it
+    // already has). Reading from the backend stops at the input buffer's high water.
+    if (!f.into->arm_space(space_.get())) {
+      scheduled_ = true;
+      w_.schedule(this);
+    }
+    return;
+  }
+  if (f.body_end && f.pending.empty()) {
+    if (f.into->transient()) f.into->finish();
+    else srv_.cache()->finish(f.into);
     bool reusable = f.be && f.rh.keep_alive && f.rh.body != http::BodyKind::UntilClose && f.in.empty() &&
                     f.out.empty() && f.req_body_sent;
     RP_TRACE(req_, "fetch body stored bytes=%llu", (unsigned long long)f.body_rx);
@@ -1597,6 +1652,15 @@ void Client::start_delivery() {
   if (!keep_alive_) plan.head.insert(plan.head.size() - 2, "Connection: close\r\n");
   else if (minor_ == 0) plan.head.insert(plan.head.size() - 2, "Connection: keep-alive\r\n");
   status_ = plan.status;
+  if (req_.enabled(Tag::Filters)) {  // the delivery filters, as Varnish lists them (none: no record)
+    std::string fl;
+    if (plan.body && plan.range && plan.status == 206) fl += " range";
+    if (plan.body && plan.coding == cache::DeliveryPlan::Coding::gunzip) fl += " gunzip";
+    if (plan.body && plan.coding == cache::DeliveryPlan::Coding::gzip) fl += " gzip";
+    if (plan.body && plan.chunked) fl += " chunked";
+    if (plan.body && srv_.config().crc32) fl += " crc32";
+    if (!fl.empty()) req_.record(Tag::Filters, std::string_view(fl).substr(1));
+  }
   std::string_view head = plan.head;
   std::size_t sp1 = head.find(' '), sp2 = head.find(' ', sp1 + 1), eol = head.find("\r\n");
   req_.record(Tag::RespProtocol, "HTTP/1.1");
@@ -1609,6 +1673,13 @@ void Client::start_delivery() {
   w_.counters().add(M::s_resp_hdrbytes, resp_hdr_tx_);
   count_status(plan.status);
   chain_ = cache::make_chain(plan, obj_, notify_.get());
+  crc_ = nullptr;
+  if (chain_ && srv_.config().crc32) {
+    auto c = std::make_unique<delivery::Crc32Filter>();
+    crc_ = c.get();
+    chain_->push(std::move(c));
+  }
+
   sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get());
   sender_->user = this;
   resp_ = Resp::Stream;
@@ -1657,6 +1728,7 @@ void Client::pump_sender() {
 void Client::finish_delivery() {
   resp_body_tx_ = sender_->body_bytes_sent();
   w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
+  if (crc_) req_.recordf(Tag::Debug, "crc32 %08x bytes %llu", crc_->crc(), (unsigned long long)crc_->bytes());
   drop_delivery();
   creq_.reset();
   resp_ = Resp::Queued;
@@ -1673,6 +1745,7 @@ void Client::drop_delivery() {
     w_.orphan(std::move(sender_), std::move(chain_), std::move(notify_), obj_);
   }
   sender_.reset();
+  crc_ = nullptr;
   chain_.reset();
   obj_.reset();
   if (watched_) {
