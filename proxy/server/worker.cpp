@@ -377,6 +377,7 @@ class Client : public Handler {
   void drop_delivery();
   void drive_fetch();
   void start_pass();
+  std::uint64_t body_sent() const noexcept;
 
  public:
   void on_notify();      // the worker: this session's notification fired
@@ -474,7 +475,7 @@ void Client::close_session(const char* reason) {
   bool detach = f_ && f_->into && !f_->into->transient() && f_->st != Fetch::Done && f_->st != Fetch::Failed &&
                 !srv_.stopping();
   if (f_ && !detach) end_fetch(false, "close");
-  if (sender_) resp_body_tx_ = sender_->body_bytes_sent();
+  if (sender_) resp_body_tx_ = body_sent();
   drop_delivery();
   if (req_active_) {
     // A request cut short (client gone, timeout, shutdown): still logged in full.
@@ -1726,13 +1727,23 @@ void Client::pump_sender() {
 
 // The Sender is done and no fetch of ours is running: account, then done.
 void Client::finish_delivery() {
-  resp_body_tx_ = sender_->body_bytes_sent();
+  resp_body_tx_ = body_sent();
   w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
   if (crc_) req_.recordf(Tag::Debug, "crc32 %08x bytes %llu", crc_->crc(), (unsigned long long)crc_->bytes());
   drop_delivery();
   creq_.reset();
   resp_ = Resp::Queued;
   finish_request();
+}
+
+// Body bytes sent by the Sender without the chunked framing (as Varnish's ReqAcct and
+// the direct path count them).
+std::uint64_t Client::body_sent() const noexcept {
+  std::uint64_t n = sender_->body_bytes_sent();
+  if (chain_)
+    if (auto* c = static_cast<delivery::ChunkedFilter*>(chain_->find("chunked")))
+      n = std::min(n, c->payload_bytes());
+  return n;
 }
 
 // Lets go of the cache path's state. A Sender the kernel still holds (io_uring) goes

@@ -282,6 +282,7 @@ int ChunkedFilter::pull(ScatterArray& out) noexcept {
       out.add(hl, h, std::size_t(len));
       out.add(in_.lease(i), v.iov_base, v.iov_len);
       out.add_noret(kCrlf, 2);
+      payload_ += v.iov_len;
       h += 20;
       ++j;
       used = i + 1;

@@ -57,6 +57,12 @@ class Chain : public Source, public LeaseSink {
   }
   ObjectReader& reader() noexcept { return reader_; }
   std::size_t filters() const noexcept { return filters_.size(); }
+  // The filter of that name (Filter::name()), or null.
+  Filter* find(std::string_view name) const noexcept {
+    for (const auto& f : filters_)
+      if (name == f->name()) return f.get();
+    return nullptr;
+  }
 
  private:
   struct ReaderSource : Source {
@@ -116,10 +122,13 @@ class ChunkedFilter : public Filter {
   ~ChunkedFilter() override;
   const char* name() const noexcept override { return "chunked"; }
   int pull(ScatterArray& out) noexcept override;
+  // Body bytes framed so far, without the chunk framing (what ReqAcct counts).
+  std::uint64_t payload_bytes() const noexcept { return payload_; }
 
  private:
   ScatterArray in_;
   bool done_ = false;
+  std::uint64_t payload_ = 0;
 };
 
 // gzip (compress) and gunzip (decompress) with zlib.
