@@ -1068,6 +1068,114 @@ def case_chunked_acct():
     o.stop()
 
 
+def _background(fn):
+    """Runs fn() in a thread; returns a function that joins it and gives its result."""
+    box = {}
+
+    def run():
+        try:
+            box["r"] = fn()
+        except Exception as e:  # noqa: BLE001 - reported by the caller's checks
+            box["r"] = e
+    th = threading.Thread(target=run)
+    th.start()
+
+    def result(timeout=120):
+        th.join(timeout)
+        return box.get("r")
+    return result
+
+
+def _reset(s):
+    """Closes a socket with a RST (SO_LINGER 0): the client is gone, not just done."""
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+    s.close()
+
+
+def case_abandon():
+    """A client that goes away during its own miss does not spoil the fetch: a client
+    streaming the same object and one waiting for its head still get every byte, the
+    object is cached whole, the origin is fetched once."""
+    o = Origin()
+    p = Proxy([o.backend()])
+    n = 400
+    url = f"/slow/body/5/{n}"  # streams for 2 s
+    a = connect(p.port)
+    a.sendall(request_bytes(p.port, url))
+    got = a.recv(100)
+    check(got.startswith(b"HTTP/1.1 200"), f"first client's response started {got[:60]!r}")
+    b = _background(lambda: request(p.port, url))  # joins the stream
+    wait_for(lambda: p.stats()["MAIN.cache_hit"] >= 1, 10)
+    _reset(a)
+    rb = b()
+    check(isinstance(rb, Resp) and rb.status == 200, f"the client streaming the same object: {rb}")
+    if isinstance(rb, Resp):
+        same_bytes(rb.body, content(n), "its body")
+    same_bytes(request(p.port, url).body, content(n), "a later hit")
+    check(o.count(url) == 1, f"one fetch of the streamed object ({o.count(url)})")
+    # The first client goes before the head arrives; a coalesced waiter gets it all.
+    url2 = "/slow/head/600/cache/ab/max-age=60/size=5000"
+    a = connect(p.port)
+    a.sendall(request_bytes(p.port, url2))
+    wait_for(lambda: o.stats()["urls"].get(url2, 0) >= 1, 10)
+    b = _background(lambda: request(p.port, url2))
+    wait_for(lambda: p.stats()["MAIN.client_req"] >= 5, 10)  # the waiter is in
+    _reset(a)
+    rb = b()
+    check(isinstance(rb, Resp) and rb.status == 200, f"the waiting client: {rb}")
+    if isinstance(rb, Resp):
+        same_bytes(rb.body, content(5000), "its body")
+    same_bytes(request(p.port, url2).body, content(5000), "a later hit")
+    check(o.count(url2) == 1, f"one fetch of the waited-for object ({o.count(url2)})")
+    p.stop()
+    o.stop()
+
+
+def case_pipeline():
+    """Hits, misses (Content-Length and chunked), HEAD and a pass pipelined on one
+    connection: answered in order, byte-exact; an HTTP/1.0 client gets a chunked miss
+    close-delimited."""
+    o = Origin()
+    p = Proxy([o.backend()])
+    u1 = "/cache/p1/max-age=60/size=100"
+    u2 = "/cache/p2/max-age=60/size=70000/chunked"
+    reqs = [("GET", u1, ()), ("GET", u1, ()), ("GET", u2, ()), ("HEAD", u1, ()), ("GET", u2, ()),
+            ("GET", u1, (("Cookie", "a=1"),)), ("GET", "/cache/p3/max-age=60", ()), ("GET", u1, ())]
+    data = b""
+    for m, u, h in reqs:
+        head = [f"{m} {u} HTTP/1.1", f"Host: 127.0.0.1:{p.port}"] + [f"{k}: {v}" for k, v in h]
+        data += ("\r\n".join(head) + "\r\n\r\n").encode()
+    s = connect(p.port)
+    s.sendall(data)
+    f = s.makefile("rb")
+    out = []
+    for m, u, h in reqs:
+        out.append(read_response(f, m))
+    s.close()
+    want = [content(100), content(100), content(70000), b"", content(70000), content(100), cache_text("p3", 1),
+            content(100)]
+    for i, (r, w) in enumerate(zip(out, want)):
+        if check(r is not None and r.status == 200, f"pipelined response {i}: {r}"):
+            same_bytes(r.body, w, f"pipelined response {i} ({reqs[i][0]} {reqs[i][1]})")
+    check(out[3] is not None and out[3].h("content-length") == "100", "HEAD keeps the length")
+    check(o.count(u1) == 2 and o.count(u2) == 1, f"fetches: {o.count(u1)} (1 + the pass) and {o.count(u2)}")
+    s = connect(p.port)
+    s.sendall(f"GET /cache/p4/max-age=60/size=3000/chunked HTTP/1.0\r\nHost: 127.0.0.1:{p.port}\r\n\r\n".encode())
+    raw = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        raw += c
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    check(head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")) and b"chunked" not in head.lower(),
+          f"HTTP/1.0: no chunked framing {head!r}")
+    same_bytes(body, content(3000), "HTTP/1.0 body (close-delimited or with Content-Length)")
+    p.stop()
+    o.stop()
+
+
 def main():
     cases = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
     if TRANSPORT not in ("writev", "io_uring"):
