@@ -40,8 +40,8 @@ done
 
 if [ $have_tail = 1 ] && [ -x "$tail_bin" ]; then
   echo
-  echo "== live: ringlog -n $inst -g request (the first 3 requests, each with its fetch)"
-  "$tail_bin" -n "$inst" -g request -k 3 &
+  echo "== live: ringlog -n $inst -g request (the first 4 requests: a miss with its fetch, then a hit)"
+  "$tail_bin" -n "$inst" -g request -k 4 &
   tail_pid=$!
   pids+=($tail_pid)
   sleep 0.3
@@ -49,7 +49,7 @@ fi
 
 echo
 echo "== traffic: curl (sizes and cacheability chosen by the URL), a traced request, a bad one"
-for url in /1k /64k /private/2k "/obj/300?ttl=5"; do
+for url in /1k /1k /64k /private/2k "/obj/300?ttl=5"; do
   curl -s -o /dev/null -w "  GET %{url_effective} -> %{http_code}, %{size_download} bytes\n" "$base$url"
 done
 curl -s -o /dev/null -H 'X-Ringlog-Trace: 1' -w "  GET %{url_effective} (traced) -> %{http_code}\n" "$base/traced/512"
@@ -62,6 +62,10 @@ if [ $have_tail = 1 ] && [ -x "$tail_bin" ]; then
   echo "== the traced request, from the ring: ringlog -n $inst -d -g request -q 'ReqURL ~ \"^/traced\"'"
   "$tail_bin" -n "$inst" -d -g request -q 'ReqURL ~ "^/traced"' | head -80
 fi
+
+echo
+echo "== the cache: ringproxy -n $inst adm cache.info"
+./build/proxy/server/ringproxy -n "$inst" adm cache.info | sed 's/^/  /'
 
 if command -v wrk >/dev/null; then
   echo
