@@ -191,16 +191,19 @@ class Proxy:
 
     def settle(self, reqs, timeout=15):
         """Waits until `reqs` request transactions have ended (a request ends after its
-        last byte is sent, a moment after the client has read it) and returns them all."""
+        last byte is sent, a moment after the client has read it) and every fetch seen
+        has ended too (its Length comes at its end), and returns them all."""
         def ready():
             t = self.txns()
             n = len([x for x in t if x["type"] == "req" and x["ended"]])
-            return t if n >= reqs else None
+            busy = [x for x in t if x["type"] == "bereq" and not x["ended"]]
+            return t if n >= reqs and not busy else None
         t = wait_for(ready, timeout)
         if not t:
             t = self.txns()
             check(False, f"{reqs} request transactions logged, got "
-                         f"{len([x for x in t if x['type'] == 'req' and x['ended']])}")
+                         f"{len([x for x in t if x['type'] == 'req' and x['ended']])}; fetches not ended: "
+                         f"{[recs(x, 'BereqURL') for x in t if x['type'] == 'bereq' and not x['ended']]}")
         return t
 
     def stop(self, sig=signal.SIGTERM):
@@ -774,7 +777,7 @@ def case_conditional():
     r = request(p.port, u2, headers=[("If-None-Match", '"v1"'), ("If-Modified-Since", lm)])
     check(r.status == 200 and r.body == cache_text("c2", 1), f"no validators: 200 {r}")
     txns = p.settle(len(cases) + 4)
-    c304 = [t for t in reqs_for(txns, url) if recs(t, "RespStatus") == ["304"]]
+    c304 = [t for t in chrono(reqs_for(txns, url)) if recs(t, "RespStatus") == ["304"]]
     check(len(c304) == 7 and all(hit_of(t) for t in c304[1:]), f"304s logged, hits after the first ({len(c304)})")
     p.stop()
     o.stop()
