@@ -12,7 +12,7 @@ Every server started here listens on 127.0.0.1 only and is stopped by pid (child
 also get PR_SET_PDEATHSIG); request loops are bounded. Nothing asserts on times: TTL
 and grace cases wait for an expiry, then check its effects (records, fetch counts).
 The helpers are copied from tests/proxy/proxy_e2e_test.py rather than imported: that
-script parses its own argv at import time and its Proxy runs with the cache off.
+script parses its own argv at import time and its Proxy knows no cache options.
 """
 import ctypes
 import gzip
@@ -55,18 +55,18 @@ def info(*a):
 
 # ---- the origin's content pattern ----------------------------------------------------
 # Byte i is 'a' + (i + i/26 + i/676 + i/17576) % 26. Within a block of 26 bytes starting
-# at 26k the sum is j + k + k/26 + k/676 (j = i % 26): a rotation of the alphabet.
+# at 26k the sum is j + k + k/26 + k/676 (j = i % 26): a rotation of the alphabet. The
+# pattern repeats every 26^4 bytes (i + 26^4 adds 26^4 + 26^3 + 26^2 + 26 to the sum).
 _ROT = [bytes(ord("a") + (j + s) % 26 for j in range(26)) for s in range(26)]
-_CONTENT = b""
+PERIOD = 26 ** 4
+_TILE = b"".join(_ROT[(k + k // 26 + k // 676) % 26] for k in range(PERIOD // 26))
 
 
 def content(n, off=0):
-    global _CONTENT
-    end = off + n
-    if len(_CONTENT) < end:
-        blocks = (end + 25) // 26
-        _CONTENT = b"".join(_ROT[(k + k // 26 + k // 676) % 26] for k in range(blocks))
-    return _CONTENT[off:end]
+    """Bytes off .. off+n-1 of the origin's content."""
+    start = off % PERIOD
+    reps = (start + n) // PERIOD + 1
+    return (_TILE * reps)[start:start + n] if reps > 1 else _TILE[start:start + n]
 
 
 def first_diff(a, b):
@@ -1175,6 +1175,67 @@ def case_pipeline():
     check(head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")) and b"chunked" not in head.lower(),
           f"HTTP/1.0: no chunked framing {head!r}")
     same_bytes(body, content(3000), "HTTP/1.0 body (close-delimited or with Content-Length)")
+    p.stop()
+    o.stop()
+
+
+def _cache_info(p):
+    rc, out = p.adm("cache.info")
+    d = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[1].isdigit():
+            d[f[0]] = int(f[1])
+    return d
+
+
+def case_pass_memory():
+    """A 64 MiB pass response to a client that stalls, then reads: the proxy never holds
+    more than a bounded window of it (adm cache.info transient_used, sampled throughout),
+    frees it all at the end, caches nothing; the body is byte-exact."""
+    o = Origin()
+    p = Proxy([o.backend()])
+    n = 64 << 20
+    bound = 4 << 20
+    url = f"/size/{n}"
+    s = connect(p.port, timeout=60)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(request_bytes(p.port, url, headers=[("Cookie", "a=1")]))
+    samples = []
+    time.sleep(0.3)  # the client stalls: the proxy must stop pulling from the origin
+    for _ in range(5):
+        samples.append(_cache_info(p).get("transient_used", -1))
+        time.sleep(0.1)
+    f = s.makefile("rb")
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        c = f.read(1)
+        if not c:
+            break
+        head += c
+    check(head.startswith(b"HTTP/1.1 200") and b"content-length: %d" % n in head.lower(), f"pass head {head!r}")
+    got, bad, next_sample = 0, -1, 8 << 20
+    while got < n:
+        b = f.read(min(1 << 20, n - got))
+        if not b:
+            break
+        if bad < 0 and b != content(len(b), got):
+            bad = got + first_diff(b, content(len(b), got))
+        got += len(b)
+        if got >= next_sample:
+            samples.append(_cache_info(p).get("transient_used", -1))
+            next_sample += 8 << 20
+    s.close()
+    check(got == n and bad < 0, f"64 MiB pass body: {got} bytes, first wrong byte at {bad}")
+    info(f"transient_used samples (bytes): {samples}")
+    check(min(samples) >= 0, f"adm cache.info reports transient_used ({samples})")
+    check(max(samples) > 0, f"the pass goes through transient storage ({samples})")
+    check(max(samples) <= bound, f"pass window bounded: at most {bound} bytes held, saw {max(samples)}")
+    freed = wait_for(lambda: _cache_info(p).get("transient_used") == 0, 10)
+    check(freed, f"transient storage freed after the response ({_cache_info(p)})")
+    st = p.stats()
+    check(st["MAIN.n_object"] == 0 and _cache_info(p).get("storage_used") == 0, "a pass caches nothing")
+    check(o.count(url) == 1, "one backend fetch")
     p.stop()
     o.stop()
 
