@@ -2,6 +2,7 @@
 // begin/end). The fast path is inline in txn.hpp. Nothing here takes a lock; the only
 // shared write is the ring write of a finished (or full) batch.
 #include "ringlog/txn.hpp"
+#include "ringlog/fmt.hpp"
 
 #include <time.h>
 
@@ -20,16 +21,7 @@ const std::atomic<std::uint64_t> kTxnInactiveMask[4] = {
 const std::atomic<std::uint64_t> kTraceForcedOn{kTraceBit};
 const std::atomic<std::uint64_t> kTraceForcedOff{0};
 
-std::size_t format_u64(char* out, std::uint64_t v) noexcept {
-  char tmp[20];
-  std::size_t n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v);
-  for (std::size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
-  return n;
-}
+std::size_t format_u64(char* out, std::uint64_t v) noexcept { return ringlog::format_u64(out, v); }
 
 }  // namespace detail
 
@@ -82,13 +74,24 @@ void give_buffer(std::uint8_t* buf, std::size_t cap) {
 // "seconds.micros", from nanoseconds.
 std::size_t format_seconds(char* out, std::uint64_t ns) {
   std::uint64_t us = ns / 1000;
-  std::size_t n = detail::format_u64(out, us / 1000000);
-  out[n++] = '.';
-  std::uint64_t frac = us % 1000000;
-  for (int d = 5; d >= 0; --d) {
-    out[n + d] = static_cast<char>('0' + frac % 10);
-    frac /= 10;
+  std::uint64_t sec = us / 1000000;
+  std::size_t n;
+  if (sec >= 1000) {
+    // Absolute times: a thread formats the same second many times in a row.
+    thread_local std::uint64_t t_sec = 0;
+    thread_local char t_txt[20];
+    thread_local std::size_t t_len = 0;
+    if (sec != t_sec) {
+      t_len = ringlog::format_u64(t_txt, sec);
+      t_sec = sec;
+    }
+    std::memcpy(out, t_txt, t_len);
+    n = t_len;
+  } else {
+    n = ringlog::format_u64(out, sec);
   }
+  out[n++] = '.';
+  format_6digits(out + n, std::uint32_t(us % 1000000));
   return n + 6;
 }
 
@@ -104,7 +107,7 @@ std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t 
   std::size_t n = tn.size();
   std::memcpy(out, tn.data(), n);
   out[n++] = ' ';
-  n += detail::format_u64(out + n, vxid);
+  n += ringlog::format_u64(out + n, vxid);
   out[n++] = ' ';
   std::size_t r = std::min(reason.size(), room - n);
   std::memcpy(out + n, reason.data(), r);
