@@ -98,6 +98,8 @@ void Server::start() {
   for (std::size_t i = 0; i < cfg_.backends.size(); ++i) {
     auto b = std::make_unique<Backend>();
     b->spec = cfg_.backends[i];
+    b->ip = b->spec.addr.ip();
+    b->port = b->spec.addr.port();
     b->index = unsigned(i);
     try {
       b->stats = stats_->add_group(V::kKind, b->spec.name, V::kDefs);

@@ -27,6 +27,8 @@ class Worker;
 
 struct Backend {
   BackendSpec spec;
+  std::string ip;        // spec.addr's address and port, formatted once (BackendOpen)
+  unsigned port = 0;
   unsigned index = 0;
   ringlog::stats::Group stats;                 // VBE.<name>.*
   std::atomic<bool> healthy{true};             // skipped by round-robin while false

@@ -38,6 +38,7 @@
 #include <memory>
 #include <string>
 
+#include "ringlog/fmt.hpp"
 #include "ringproxy/cache/cache.hpp"
 #include "ringproxy/http/http.hpp"
 
@@ -377,6 +378,7 @@ class Client : public Handler {
   void drop_delivery();
   void drive_fetch();
   void start_pass();
+  void log_req_acct();
   std::uint64_t body_sent() const noexcept;
 
  public:
@@ -456,8 +458,10 @@ Client::Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, c
   sess_ = srv_.log().begin(ringlog::TxnType::sess, "HTTP/1");
   sess_.timestamp("Start", sess_start_real_);
   if (sess_.enabled(Tag::SessOpen))
-    sess_.recordf(Tag::SessOpen, "%s %s %s %s %u %.6f %d", peer_ip_.c_str(), peer_port_.c_str(), listener.c_str(),
-                  local.ip().c_str(), unsigned(local.port()), double(sess_start_real_) / 1e9, fd);
+    sess_.record(Tag::SessOpen, ringlog::Line()
+                                    .s(peer_ip_).sp().s(peer_port_).sp().s(listener).sp().s(local.ip()).sp()
+                                    .u(local.port()).sp().f(double(sess_start_real_) / 1e9, 6).sp().i(fd)
+                                    .view());
   RP_TRACE(sess_, "sess open fd=%d worker=%u", fd, w.index());
   timer_ = Timer::Idle;
   deadline_ = w.now() + p.ns(timeout_idle);
@@ -480,10 +484,7 @@ void Client::close_session(const char* reason) {
   if (req_active_) {
     // A request cut short (client gone, timeout, shutdown): still logged in full.
     req_.timestamp("Resp");
-    req_.recordf(Tag::ReqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)req_hdr_rx_,
-                 (unsigned long long)req_body_rx_, (unsigned long long)(req_hdr_rx_ + req_body_rx_),
-                 (unsigned long long)resp_hdr_tx_, (unsigned long long)resp_body_tx_,
-                 (unsigned long long)(resp_hdr_tx_ + resp_body_tx_));
+    log_req_acct();
     req_.end();
     req_active_ = false;
   }
@@ -491,7 +492,8 @@ void Client::close_session(const char* reason) {
   ::close(fd_);
   fd_ = -1;
   RP_TRACE(sess_, "sess close reason=%s requests=%llu", reason, (unsigned long long)reqs_);
-  sess_.recordf(Tag::SessClose, "%s %.3f", reason, double(w_.now() - sess_start_mono_) / 1e9);
+  if (sess_.enabled(Tag::SessClose))
+    sess_.record(Tag::SessClose, ringlog::Line().s(reason).sp().f(double(w_.now() - sess_start_mono_) / 1e9, 3).view());
   sess_.end();
   w_.counters().add(M::sess_closed);
   w_.counters().sub(M::sess_active);
@@ -662,7 +664,8 @@ void Client::begin_req_txn() {
   resp_ = Resp::None;
   req_.timestamp("Start", hdr_start_real_);
   req_.timestamp("Req");
-  if (req_.enabled(Tag::ReqStart)) req_.recordf(Tag::ReqStart, "%s %s %s", peer_ip_.c_str(), peer_port_.c_str(), listener_.c_str());
+  if (req_.enabled(Tag::ReqStart))
+    req_.record(Tag::ReqStart, ringlog::Line().s(peer_ip_).sp().s(peer_port_).sp().s(listener_).view());
   timer_ = Timer::None;
 }
 
@@ -934,10 +937,12 @@ void Client::deliver_demo() {
   f.st = Fetch::Body;
   f.bereq.timestamp("Beresp");
   f.bereq.record(Tag::BerespProtocol, "HTTP/1.1");
-  f.bereq.recordf(Tag::BerespStatus, "%d", f.demo.status);
+  f.bereq.record(Tag::BerespStatus, ringlog::Line().i(f.demo.status).view());
   f.bereq.record(Tag::BerespReason, "OK");
-  f.bereq.recordf(Tag::BerespHeader, "Content-Length: %llu", (unsigned long long)f.demo.size);
-  f.bereq.recordf(Tag::BerespHeader, "Cache-Control: %s", f.demo.cache_control.c_str());
+  if (f.bereq.enabled(Tag::BerespHeader)) {
+    f.bereq.record(Tag::BerespHeader, ringlog::Line().s("Content-Length: ").u(f.demo.size).view());
+    f.bereq.record(Tag::BerespHeader, ringlog::Line().s("Cache-Control: ").s(f.demo.cache_control).view());
+  }
   f.head_ready = true;
   f.req_body_sent = true;
   if (f.into || f.pass_object) {
@@ -1088,15 +1093,19 @@ void Client::pump_backend() {
     w_.counters().add(M::backend_conn);
     SockAddr local = sockaddr_of_fd(c->fd, false);
     if (f.bereq.enabled(Tag::BackendOpen))
-      f.bereq.recordf(Tag::BackendOpen, "%d %s %s %u %s %u", c->fd, f.be->spec.name.c_str(), f.be->spec.addr.ip().c_str(),
-                      unsigned(f.be->spec.addr.port()), local.ip().c_str(), unsigned(local.port()));
+      f.bereq.record(Tag::BackendOpen, ringlog::Line()
+                                           .i(c->fd).sp().s(f.be->spec.name).sp().s(f.be->ip).sp().u(f.be->port).sp()
+                                           .s(local.ip()).sp().u(local.port())
+                                           .view());
     f.st = Fetch::Sending;
     f.deadline = w_.now() + p.ns(first_byte_timeout);
     RP_TRACE(req_, "fetch connected fd=%d", c->fd);
   } else if (f.st == Fetch::Sending && f.reused && !f.got_any && f.hdr_tx == 0) {
     if (f.bereq.enabled(Tag::BackendOpen))
-      f.bereq.recordf(Tag::BackendOpen, "%d %s %s %u reused", c->fd, f.be->spec.name.c_str(), f.be->spec.addr.ip().c_str(),
-                      unsigned(f.be->spec.addr.port()));
+      f.bereq.record(Tag::BackendOpen, ringlog::Line()
+                                           .i(c->fd).sp().s(f.be->spec.name).sp().s(f.be->ip).sp().u(f.be->port)
+                                           .s(" reused")
+                                           .view());
   }
   if (expect_continue_ && f.st != Fetch::Connecting && resp_ == Resp::None) {
     out_.append("HTTP/1.1 100 Continue\r\n\r\n");
@@ -1232,7 +1241,7 @@ bool Client::parse_backend_head() {
     }
     f.bereq.timestamp("Beresp");
     f.bereq.record(Tag::BerespProtocol, f.rh.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
-    f.bereq.recordf(Tag::BerespStatus, "%u", unsigned(f.rh.status));
+    f.bereq.record(Tag::BerespStatus, ringlog::Line().u(f.rh.status).view());
     f.bereq.record(Tag::BerespReason, f.rh.reason);
     if (f.bereq.enabled(Tag::BerespHeader))
       for (const http::Header& h : f.rh.headers) log_header(f.bereq, Tag::BerespHeader, h);
@@ -1285,7 +1294,7 @@ void Client::deliver_head() {
   status_ = status;
   http::write_status_line(o, status, reason, 1);
   req_.record(Tag::RespProtocol, "HTTP/1.1");
-  req_.recordf(Tag::RespStatus, "%d", status);
+  req_.record(Tag::RespStatus, ringlog::Line().i(status).view());
   req_.record(Tag::RespReason, reason.empty() ? http::reason_phrase(status) : reason);
   bool no_body = method_ == http::Method::Head || status == 204 || status == 304 || (status >= 100 && status < 200);
   std::uint64_t length = 0;
@@ -1448,19 +1457,21 @@ void Client::end_fetch(bool reusable, const char* why) {
   if (f.conn) {
     f.conn->owner = nullptr;
     if (f.bereq.enabled(Tag::BackendClose))
-      f.bereq.recordf(Tag::BackendClose, "%d %s %s", f.conn->fd, f.be->spec.name.c_str(), reusable ? "recycle" : "close");
+      f.bereq.record(Tag::BackendClose, ringlog::Line()
+                                            .i(f.conn->fd).sp().s(f.be->spec.name).sp().s(reusable ? "recycle" : "close")
+                                            .view());
     w_.release_backend_conn(f.conn, reusable, why);
     f.conn = nullptr;
   }
   if (f.head_ready) {
     f.bereq.timestamp("BerespBody");
-    if (f.bereq.enabled(Tag::Length)) f.bereq.recordf(Tag::Length, "%llu", (unsigned long long)f.body_rx);
+    if (f.bereq.enabled(Tag::Length)) f.bereq.record(Tag::Length, ringlog::Line().u(f.body_rx).view());
   }
   if (f.bereq.enabled(Tag::BereqAcct))
-    f.bereq.recordf(Tag::BereqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)f.hdr_tx,
-                    (unsigned long long)f.body_tx, (unsigned long long)(f.hdr_tx + f.body_tx),
-                    (unsigned long long)f.hdr_rx, (unsigned long long)f.body_rx,
-                    (unsigned long long)(f.hdr_rx + f.body_rx));
+    f.bereq.record(Tag::BereqAcct, ringlog::Line()
+                                       .u(f.hdr_tx).sp().u(f.body_tx).sp().u(f.hdr_tx + f.body_tx).sp()
+                                       .u(f.hdr_rx).sp().u(f.body_rx).sp().u(f.hdr_rx + f.body_rx)
+                                       .view());
   if (f.be) {
     f.be->stats.add(V::bereq_hdrbytes, f.hdr_tx);
     f.be->stats.add(V::bereq_bodybytes, f.body_tx);
@@ -1736,6 +1747,14 @@ void Client::finish_delivery() {
   finish_request();
 }
 
+void Client::log_req_acct() {
+  if (!req_.enabled(Tag::ReqAcct)) return;
+  req_.record(Tag::ReqAcct, ringlog::Line()
+                                .u(req_hdr_rx_).sp().u(req_body_rx_).sp().u(req_hdr_rx_ + req_body_rx_).sp()
+                                .u(resp_hdr_tx_).sp().u(resp_body_tx_).sp().u(resp_hdr_tx_ + resp_body_tx_)
+                                .view());
+}
+
 // Body bytes sent by the Sender without the chunked framing (as Varnish's ReqAcct and
 // the direct path count them).
 std::uint64_t Client::body_sent() const noexcept {
@@ -1782,7 +1801,7 @@ void Client::synth(int status, std::string_view why, bool close) {
   std::string_view reason = http::reason_phrase(status);
   http::write_status_line(o, status, reason, 1);
   req_.record(Tag::RespProtocol, "HTTP/1.1");
-  req_.recordf(Tag::RespStatus, "%d", status);
+  req_.record(Tag::RespStatus, ringlog::Line().i(status).view());
   req_.record(Tag::RespReason, reason);
   char body[512];
   int bl = std::snprintf(body, sizeof body,
@@ -1830,10 +1849,7 @@ void Client::count_status(int status) {
 void Client::finish_request() {
   req_.timestamp("Resp");
   if (req_.enabled(Tag::ReqAcct))
-    req_.recordf(Tag::ReqAcct, "%llu %llu %llu %llu %llu %llu", (unsigned long long)req_hdr_rx_,
-                 (unsigned long long)req_body_rx_, (unsigned long long)(req_hdr_rx_ + req_body_rx_),
-                 (unsigned long long)resp_hdr_tx_, (unsigned long long)resp_body_tx_,
-                 (unsigned long long)(resp_hdr_tx_ + resp_body_tx_));
+    log_req_acct();
   RP_TRACE(req_, "done status=%d keep_alive=%d", status_, int(keep_alive_));
   req_.end();
   w_.counters().add(M::log_txn);

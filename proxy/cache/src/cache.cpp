@@ -2,6 +2,8 @@
 // Lock order: the cache's lock, then an object's lock (arm / state); never the other way.
 #include "ringproxy/cache/cache.hpp"
 
+#include "ringlog/fmt.hpp"
+
 #include <strings.h>
 
 #include <algorithm>
@@ -123,7 +125,11 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
     store_.lru_touch(*fresh);
     st_.hit.fetch_add(1, std::memory_order_relaxed);
     count(M::cache_hit);
-    if (txn) txn->recordf(ringlog::Tag::Hit, "%" PRIu64 " %.6f %.6f %.6f", m.vxid, m.t_origin + m.ttl - now, m.grace, m.keep);
+    if (txn && txn->enabled(ringlog::Tag::Hit))
+      txn->record(ringlog::Tag::Hit, ringlog::Line()
+                                         .u(m.vxid).sp().f(m.t_origin + m.ttl - now, 6).sp().f(m.grace, 6).sp()
+                                         .f(m.keep, 6)
+                                         .view());
     out.verdict = Verdict::hit;
     out.obj = fresh;
     return out;
@@ -141,7 +147,11 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
     st_.hit.fetch_add(1, std::memory_order_relaxed);
     st_.stale_hit.fetch_add(1, std::memory_order_relaxed);
     count(M::cache_hit);
-    if (txn) txn->recordf(ringlog::Tag::Hit, "%" PRIu64 " %.6f %.6f %.6f", m.vxid, m.t_origin + m.ttl - now, m.grace, m.keep);
+    if (txn && txn->enabled(ringlog::Tag::Hit))
+      txn->record(ringlog::Tag::Hit, ringlog::Line()
+                                         .u(m.vxid).sp().f(m.t_origin + m.ttl - now, 6).sp().f(m.grace, 6).sp()
+                                         .f(m.keep, 6)
+                                         .view());
     out.verdict = Verdict::hit;
     out.obj = stale;
     out.stale = true;
