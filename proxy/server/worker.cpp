@@ -857,6 +857,9 @@ void Client::start_fetch(const http::RequestHead& h) {
 // the whole object whatever this client asked (GET, no conditionals, no Range).
 std::string Client::build_bereq(const http::RequestHead& h, bool cache_fetch) {
   std::string hd;
+  std::size_t want = h.target.size() + 256;  // request line, Via, X-Forwarded-For, framing
+  for (const http::Header& x : h.headers) want += x.name.size() + x.value.size() + 4;
+  hd.reserve(want);  // one allocation instead of the doublings (callgrind: 5 M of 114 M)
   http::write_request_line(hd, cache_fetch ? std::string_view("GET") : h.method_name, h.target, 1);
   const std::string& trace_hdr = srv_.config().trace_header;
   for (const http::Header& x : h.headers) {
