@@ -296,20 +296,43 @@ struct Fetch {
   std::string pending;                      // decoded body bytes the object had no room for
 };
 
-// The request as the cache sees it, owned by the session while it waits or streams
-// (the parsed head's views die with the next read). req's views point into the strings.
+// The request as the cache sees it. A hit is looked up and planned while the parsed
+// head is alive, so req views the head's bytes; a request that outlives them (miss,
+// wait, grace refresh, pass) copies them first (own()). Kept by the session across
+// requests, so its vectors and strings are allocated once.
 struct CacheReq {
   std::string method, host, url;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string fetch_head;  // backend request of a miss (GET, no conditionals, no Range)
-  std::string pass_head;   // backend request as a pass (built only when waiting)
+  std::string pass_head;   // backend request as a pass
   cache::Request req;
-  void bind() {
+  bool owned = false;
+  void view(const http::RequestHead& h) {
+    req.method = h.method_name;
+    const http::Header* host_field = h.headers.find("Host");
+    req.host = host_field ? host_field->value : std::string_view();
+    req.url = h.target;
+    req.headers.clear();
+    for (const http::Header& x : h.headers) req.headers.emplace_back(x.name, x.value);
+    fetch_head.clear();
+    pass_head.clear();
+    owned = false;
+  }
+  void own() {
+    if (owned) return;
+    method.assign(req.method);
+    host.assign(req.host);
+    url.assign(req.url);
+    headers.resize(req.headers.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+      headers[i].first.assign(req.headers[i].first);
+      headers[i].second.assign(req.headers[i].second);
+    }
     req.method = method;
     req.host = host;
     req.url = url;
-    req.headers.clear();
-    for (const auto& [n, v] : headers) req.headers.emplace_back(n, v);
+    for (std::size_t i = 0; i < headers.size(); ++i) req.headers[i] = {headers[i].first, headers[i].second};
+    owned = true;
   }
 };
 
@@ -365,7 +388,7 @@ class Client : public Handler {
   void become_tunnel();
   // The cache path (see the top of this file).
   bool lookup(const http::RequestHead& h);
-  bool cache_lookup();
+  bool cache_lookup(const http::RequestHead* h);
   void purge(const http::RequestHead& h);
   std::string build_bereq(const http::RequestHead& h, bool cache_fetch);
   void start_fetch_head(std::string head, std::string_view method_name, std::string_view url, http::Method m,
@@ -573,7 +596,7 @@ void Client::drive() {
         obj_->disarm(notify_.get());
         obj_.reset();
         resp_ = Resp::None;
-        if (!cache_lookup()) start_pass();
+        if (!cache_lookup(nullptr)) start_pass();
         progressed = true;
         if (fd_ < 0) return;
       }
@@ -773,54 +796,55 @@ bool Client::lookup(const http::RequestHead& h) {
     RP_TRACE(req_, "lookup -> pass (%s)", !c ? "cache off" : "method or body");
     return true;
   }
-  auto cr = std::make_unique<CacheReq>();
-  cr->method.assign(h.method_name);
-  if (const http::Header* host = h.headers.find("Host")) cr->host.assign(host->value);
-  cr->url.assign(h.target);
-  cr->headers.reserve(h.headers.size());
-  for (const http::Header& x : h.headers) cr->headers.emplace_back(std::string(x.name), std::string(x.value));
-  cr->bind();
-  cr->fetch_head = build_bereq(h, true);
-  creq_ = std::move(cr);
+  if (!creq_) creq_ = std::make_unique<CacheReq>();
+  creq_->view(h);
   if (!notify_) notify_ = std::make_unique<delivery::ReadyNotify>(w_.notify_waker());
-  if (cache_lookup()) {
-    if (resp_ == Resp::Wait) creq_->pass_head = build_bereq(h, false);  // in case the wait ends in a pass
-    return false;
-  }
+  if (cache_lookup(&h)) return false;
   if (h.method == http::Method::Get) {
     // A GET pass goes through the delivery stack too: a transient object whose window
     // bounds the memory it holds, whatever the body size.
+    creq_->own();
     creq_->pass_head = build_bereq(h, false);
     start_pass();
     return false;
   }
-  creq_.reset();
   return true;
 }
 
 void Client::start_pass() {
-  start_fetch_head(creq_->pass_head, creq_->method, creq_->url, method_, nullptr);
+  start_fetch_head(creq_->pass_head, creq_->req.method, creq_->req.url, method_, nullptr);
   if (f_ && method_ == http::Method::Get) f_->pass_object = true;
 }
 
 // One cache lookup of creq_: false for pass / hit-for-pass (the caller fetches).
-bool Client::cache_lookup() {
+// h: the parsed head, on the first lookup (null on a lookup after a wait, by when the
+// backend requests are built).
+bool Client::cache_lookup(const http::RequestHead* h) {
   cache::Cache& c = *srv_.cache();
   cache::Lookup r = c.lookup(creq_->req, notify_.get(), &req_, now_s());
+  auto fetch_head = [&]() -> std::string& {
+    creq_->own();  // the fetch outlives the head
+    if (creq_->fetch_head.empty() && h) creq_->fetch_head = build_bereq(*h, true);
+    return creq_->fetch_head;
+  };
   switch (r.verdict) {
     case cache::Verdict::hit:
       RP_TRACE(req_, "lookup -> hit%s", r.stale ? " (stale, refreshing)" : "");
       obj_ = std::move(r.obj);
-      if (r.refresh) start_fetch_head(creq_->fetch_head, "GET", creq_->url, http::Method::Get, std::move(r.refresh));
+      if (r.refresh) start_fetch_head(fetch_head(), "GET", creq_->req.url, http::Method::Get, std::move(r.refresh));
       if (fd_ >= 0) start_delivery();
       return true;
     case cache::Verdict::miss:
       RP_TRACE(req_, "lookup -> miss");
       obj_ = r.obj;
-      start_fetch_head(creq_->fetch_head, "GET", creq_->url, http::Method::Get, std::move(r.obj));
+      start_fetch_head(fetch_head(), "GET", creq_->req.url, http::Method::Get, std::move(r.obj));
       return true;
     case cache::Verdict::wait:
       RP_TRACE(req_, "lookup -> wait for a busy object");
+      if (h) {  // the wait ends in a hit, a miss or a pass: have every request ready
+        fetch_head();
+        creq_->pass_head = build_bereq(*h, false);
+      }
       obj_ = std::move(r.obj);
       resp_ = Resp::Wait;
       if (!watched_) w_.watch(this), watched_ = true;
@@ -1745,7 +1769,6 @@ void Client::finish_delivery() {
   w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
   if (crc_) req_.recordf(Tag::Debug, "crc32 %08x bytes %llu", crc_->crc(), (unsigned long long)crc_->bytes());
   drop_delivery();
-  creq_.reset();
   resp_ = Resp::Queued;
   finish_request();
 }

@@ -428,9 +428,7 @@ DeliveryPlan plan_delivery(const Request& req, const ObjRef& obj, double now, st
   }
   if (p.coding == DeliveryPlan::Coding::gzip) h += "Content-Encoding: gzip\r\n";
   if (p.coding != DeliveryPlan::Coding::none && !vary_ae) h += "Vary: Accept-Encoding\r\n";
-  char age[32];
-  std::snprintf(age, sizeof age, "Age: %.0f\r\n", std::max(0.0, now - m.t_origin));
-  h += age;
+  h += ringlog::Line().s("Age: ").f(std::max(0.0, now - m.t_origin), 0).s("\r\n").view();
   if (m.status == 200 && p.coding == DeliveryPlan::Coding::none && len >= 0) h += "Accept-Ranges: bytes\r\n";
   if (p.status == 416) {
     h += "Content-Range: " + p.range->content_range + "\r\nContent-Length: 0\r\n";
