@@ -51,7 +51,7 @@ def wait_for(pred, timeout, what):
             return
         time.sleep(0.05)
     if not pred():
-        fail(f"timed out after {timeout} s waiting for {what}")
+        fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
 
 
 def free_port(kind=socket.SOCK_STREAM):
@@ -78,7 +78,10 @@ class Rsyslog:
             conf.append('module(load="imudp")')
         for i, (port, out) in enumerate(list(self.tcp.items()) + list(self.udp.items())):
             kind = "imtcp" if port in self.tcp else "imudp"
-            conf.append(f'input(type="{kind}" port="{port}" address="127.0.0.1" ruleset="r{i}")')
+            # A big receive buffer: a burst of datagrams must not overflow the socket
+            # while a loaded machine has rsyslogd off the CPU (UDP drops silently).
+            extra = ' rcvbufSize="8m"' if kind == "imudp" else ""
+            conf.append(f'input(type="{kind}" port="{port}" address="127.0.0.1" ruleset="r{i}"{extra})')
             conf.append(f'ruleset(name="r{i}") {{ action(type="omfile" file="{out}" template="t") }}')
         self.conf = os.path.join(self.dir, "rsyslog.conf")
         with open(self.conf, "w") as f:
@@ -103,8 +106,17 @@ class Rsyslog:
                     return False
             return os.path.exists(self.pidfile)
         wait_for(ready, 20, "rsyslogd to listen")
-        if self.udp:
-            time.sleep(0.3)  # no way to probe imudp: give it a moment after the pid file
+        # imudp cannot be probed by connecting: send probe datagrams until one is written
+        # (lines() leaves them out).
+        for port, out in self.udp.items():
+            probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            end = time.monotonic() + 20
+            while not any(PROBE in l for l in _raw_lines(out)):
+                if time.monotonic() > end:
+                    fail(f"rsyslogd's imudp on port {port} wrote no probe in 20 s")
+                probe.sendto(f"<14>1 2026-01-01T00:00:00Z probe probe - - - {PROBE}".encode(), ("127.0.0.1", port))
+                time.sleep(0.1)
+            probe.close()
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
@@ -117,12 +129,19 @@ class Rsyslog:
         self.proc = None
 
 
-def lines(path):
+PROBE = "imudp-readiness-probe"
+
+
+def _raw_lines(path):
     try:
         with open(path, errors="replace") as f:
             return [l.rstrip("\n") for l in f]
     except FileNotFoundError:
         return []
+
+
+def lines(path):
+    return [l for l in _raw_lines(path) if PROBE not in l]
 
 
 def seqs(path):
@@ -195,7 +214,8 @@ def case_rsyslog_tcp():
     written, dropped = write(ring, 0, n, 5000, readers=2)
     if dropped:
         fail(f"the writer dropped {dropped} transactions")
-    wait_for(lambda: all(len(lines(o)) >= n for o in (out_a, out_b, out_u)), 60, f"{n} lines in each file")
+    wait_for(lambda: all(len(lines(o)) >= n for o in (out_a, out_b, out_u)), 60,
+             lambda: f"{n} lines in each file (have {[len(lines(o)) for o in (out_a, out_b, out_u)]}: tcp a, tcp b, udp)")
     c = stats_counters(os.path.join(INST, "t", "forward.stats"))
     key = f"FORWARD.tcp:127_0_0_1:{pa}."
     if c.get(key + "connected") != 1 or c.get("FORWARD.u.connected") != 1:
