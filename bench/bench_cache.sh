@@ -92,7 +92,7 @@ for u, m in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
 else:
     print(float(x))' "$1"
 }
-median() { /usr/bin/python3 -c 'import sys; v = sorted(map(float, sys.argv[1:])); print(v[len(v) // 2] if v else "-")' "$@"; }
+median() { /usr/bin/python3 -c 'import sys; v = sorted(map(float, sys.argv[1:])); print("%.4g" % v[len(v) // 2] if v else "-")' "$@"; }
 
 OPORT=$(free_port)
 "$ORIGIN" -p "$OPORT" -t 1 >/dev/null &
