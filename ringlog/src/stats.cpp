@@ -200,15 +200,17 @@ void StatsImpl::remove_group(std::uint32_t entry) noexcept {
   std::lock_guard lk(mu);
   format::GroupEntry e;
   load_words(&e, &groups[entry], sizeof e);
-  if (e.state != static_cast<std::uint32_t>(format::GroupState::live)) return;
+  if (group_names[entry].empty()) return;  // ours to remove: the private record says
   begin_change();
   e.state = static_cast<std::uint32_t>(format::GroupState::free);
   store_words(&groups[entry], &e, sizeof e);
   hdr->live_groups.fetch_sub(1, std::memory_order_relaxed);
-  hdr->live_counters.fetch_sub(e.n_counters, std::memory_order_relaxed);
+  auto [first, n] = group_slots[entry];
+  hdr->live_counters.fetch_sub(n, std::memory_order_relaxed);
   end_change();
-  std::fill(slot_used.begin() + e.first_slot, slot_used.begin() + e.first_slot + e.n_counters, 0);
+  std::fill(slot_used.begin() + first, slot_used.begin() + first + n, 0);
   group_names[entry].clear();
+  group_slots[entry] = {0, 0};
 }
 
 // ---- per-thread slabs ------------------------------------------------------------------
@@ -396,6 +398,7 @@ Stats Stats::create(const std::string& path, const StatsOptions& opts) {
   impl->key = detail::g_next_key.fetch_add(1, std::memory_order_relaxed);
   impl->slot_used.assign(opts.max_counters, 0);
   impl->group_names.assign(opts.max_groups, std::string());
+  impl->group_slots.assign(opts.max_groups, {0, 0});
   return Stats(std::move(impl));
 }
 
@@ -473,6 +476,7 @@ Group Stats::add_group(std::string_view kind, std::string_view ident, std::span<
 
   std::fill(im.slot_used.begin() + first, im.slot_used.begin() + first + n, 1);
   im.group_names[entry] = gname;
+  im.group_slots[entry] = {first, n};
   Group g;
   g.impl_ = impl_;
   g.key_ = im.key;

@@ -62,6 +62,9 @@ struct StatsImpl : std::enable_shared_from_this<StatsImpl> {
   std::mutex mu;                          // directory changes and slab claims
   std::vector<std::uint8_t> slot_used;    // per counter slot
   std::vector<std::string> group_names;   // per group entry; "" when free
+  // Per group entry: its slots as this process assigned them. Removal uses this copy,
+  // never the shared table, which any process that maps the file could have damaged.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> group_slots;
   std::vector<std::uint32_t> free_slabs;  // released by threads that exited
   std::uint32_t next_slab = 1;            // slab 0 is the direct slab
   std::uint64_t next_serial = 1;
