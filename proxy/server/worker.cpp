@@ -2325,7 +2325,13 @@ void Worker::run() {
       }
     }
     free_retired();
-    if (transport_) transport_->flush();  // io_uring: this turn's sends, one submission
+    if (transport_) {
+      transport_->flush();  // io_uring: this turn's sends, one submission
+      // The transport's own tallies, published as counters once per loop turn.
+      std::uint64_t sc = transport_->syscalls(), zc = transport_->zc_sends();
+      if (sc != syscalls_seen_) main_->add(M::delivery_syscalls, sc - syscalls_seen_), syscalls_seen_ = sc;
+      if (zc != zc_seen_) main_->add(M::delivery_zc_sends, zc - zc_seen_), zc_seen_ = zc;
+    }
     if (now_ns_ >= next_sweep_) {
       sweep();
       free_retired();

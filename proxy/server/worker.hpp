@@ -114,6 +114,7 @@ class Worker {
   std::vector<Client*> watchers_;
   std::vector<Orphan> orphans_;
   std::vector<delivery::Sender*> reaped_;
+  std::uint64_t syscalls_seen_ = 0, zc_seen_ = 0;  // transport tallies already counted
   std::uint64_t now_ns_ = 0;
   std::uint64_t next_sweep_ = 0;
   std::uint64_t shutdown_deadline_ = 0;
