@@ -2227,6 +2227,10 @@ void Worker::release_backend_conn(BackendConn* c, bool reusable, const char*) {
 
 void Worker::NotifyHandler::on_event(std::uint32_t) {
   if (!w->notify_waker_->drain()) return;
+  scan();
+}
+
+void Worker::NotifyHandler::scan() {
   // Every session with an armed notification or a running Sender: the fired ones move.
   std::vector<Client*> ws = w->watchers_;
   for (Client* c : ws)
@@ -2311,9 +2315,11 @@ void Worker::run() {
   main_->add(M::threads);
   epoll_event evs[256];
   now_ns_ = mono_ns();
+  if (notify_waker_) notify_waker_->bind_to_this_thread();
   if (srv_.stopping()) begin_shutdown();
   for (;;) {
-    int n = ::epoll_wait(ep_, evs, 256, ready_.empty() ? 20 : 0);
+    bool local = notify_waker_ && notify_waker_->local_pending();
+    int n = ::epoll_wait(ep_, evs, 256, ready_.empty() && !local ? 20 : 0);
     now_ns_ = mono_ns();
     for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
     if (!ready_.empty()) {
@@ -2324,6 +2330,8 @@ void Worker::run() {
         if ((!batch[i]->closed() || batch[i]->detached()) && batch[i]->scheduled_) batch[i]->resume();
       }
     }
+    // Notifications this thread raised itself (no eventfd write): served now.
+    for (int i = 0; i < 8 && notify_waker_ && notify_waker_->take_local(); ++i) notify_handler_.scan();
     free_retired();
     if (transport_) {
       transport_->flush();  // io_uring: this turn's sends, one submission

@@ -79,6 +79,7 @@ class Worker {
   struct NotifyHandler : Handler {
     Worker* w = nullptr;
     void on_event(std::uint32_t) override;
+    void scan();  // drives every watching session whose notification fired
   };
   struct CompletionHandler : Handler {
     Worker* w = nullptr;

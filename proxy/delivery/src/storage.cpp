@@ -33,7 +33,17 @@ LoopWaker::LoopWaker() {
 LoopWaker::~LoopWaker() {
   if (fd_ >= 0) ::close(fd_);
 }
+namespace {
+thread_local const LoopWaker* t_loop_waker = nullptr;  // the waker of this thread's loop
+}  // namespace
+
+void LoopWaker::bind_to_this_thread() noexcept { t_loop_waker = this; }
+
 void LoopWaker::wake() noexcept {
+  if (t_loop_waker == this) {
+    local_.store(true, std::memory_order_relaxed);
+    return;
+  }
   std::uint64_t one = 1;
   // EAGAIN means the counter is saturated: the loop is woken anyway.
   [[maybe_unused]] ssize_t r = ::write(fd_, &one, sizeof one);

@@ -49,10 +49,18 @@ class LoopWaker {
   LoopWaker(const LoopWaker&) = delete;
   LoopWaker& operator=(const LoopWaker&) = delete;
   int fd() const noexcept { return fd_; }
-  void wake() noexcept;   // async-signal and lock safe: one write(2)
+  // Lock safe: one write(2); or, called on the loop's own thread (see below), only a
+  // flag: the loop is awake already and looks at it before it waits again.
+  void wake() noexcept;
   std::uint64_t drain() noexcept;  // the loop: read the counter (0 when not woken)
+  // The loop's thread declares itself: wake-ups it causes itself (a send completing
+  // frees room for its own fetch) then cost no system call and no epoll round.
+  void bind_to_this_thread() noexcept;
+  bool take_local() noexcept { return local_.exchange(false, std::memory_order_relaxed); }
+  bool local_pending() const noexcept { return local_.load(std::memory_order_relaxed); }
  private:
   int fd_ = -1;
+  std::atomic<bool> local_{false};  // owner thread only
 };
 
 // The notification a delivery arms: sets a sticky ready flag, then wakes its loop.
