@@ -45,7 +45,7 @@ done
 [ -x /usr/bin/python3 ] || { echo "bench_cache: /usr/bin/python3 is missing" >&2; exit 1; }
 
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target ringproxy ringlog_test_origin ringlog-stat ringlog >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target ringproxy ringlog_test_origin ringlog-stat ringlog-tail >/dev/null
 PROXY=$BUILD/proxy/server/ringproxy
 ORIGIN=$BUILD/tests/origin/ringlog_test_origin
 STAT=$BUILD/readers/ringlog-stat/ringlog-stat
