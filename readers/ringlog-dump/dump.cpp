@@ -236,46 +236,37 @@ void set_positions(Image& img, std::uint64_t head_off, std::uint64_t data) {
                             head_off, data, img.area_size);
 }
 
+// Both HAProxy layouts start with the area size and a word that gives the header
+// length: v1's area pointer (its low 12 bits: the mapping was page aligned) or v2's
+// rsvd. Those are checked against the file the same way; then v1 has data and head,
+// v2 tail and head (at 16/24, or 64/128 when cache-aligned).
 std::string parse_haproxy(std::span<std::uint8_t> f, Layout l, bool force, Image& img) {
   const std::uint64_t n = f.size();
+  const bool v1 = l == Layout::haproxy_v1, aligned = l == Layout::haproxy_v2a;
+  const std::string name(layout_name(l));
   img.layout = l;
-  if (l == Layout::haproxy_v1) {
-    if (n < kHapV1HeaderMin) return fmt("file is %" PRIu64 " bytes, too small for a HAProxy ring", n);
-    std::uint64_t size = rd64(f, 0), areap = rd64(f, 8), data = rd64(f, 16), head = rd64(f, 24);
-    std::uint64_t hl = areap & 4095;
-    if (hl < kHapV1HeaderMin || hl >= n)
-      return fmt("HAProxy ring header length %" PRIu64 " (from the area pointer 0x%" PRIx64 ") is impossible", hl, areap);
-    if (size < 2 || size > n - hl)
-      return fmt("HAProxy ring size %" PRIu64 " does not fit a %" PRIu64 "-byte file after a %" PRIu64 "-byte header",
-                 size, n, hl);
-    if (hl + size != n) {
-      std::string w = fmt("header %" PRIu64 " + size %" PRIu64 " != file size %" PRIu64, hl, size, n);
-      if (!force) return w + " (use -f to read it anyway)";
-      img.warnings.push_back(w);
-    }
-    img.header_len = hl;
-    img.area_size = size;
-    set_positions(img, head, data);
-    return "";
-  }
-  std::uint64_t hl_min = l == Layout::haproxy_v2 ? kHapV2Header : kHapV2aHeader;
-  if (n < hl_min) return fmt("file is %" PRIu64 " bytes, too small for a %s ring", n, std::string(layout_name(l)).c_str());
-  std::uint64_t size = rd64(f, 0), rsvd = rd64(f, 8);
-  std::uint64_t tail = l == Layout::haproxy_v2 ? rd64(f, 16) : rd64(f, 64);
-  std::uint64_t head = l == Layout::haproxy_v2 ? rd64(f, 24) : rd64(f, 128);
-  if (rsvd < hl_min || rsvd >= n)
-    return fmt("HAProxy ring header length (rsvd) %" PRIu64 " is impossible for %s", rsvd,
-               std::string(layout_name(l)).c_str());
-  if (size < 2 || size > n - rsvd)
+  const std::uint64_t hl_min = v1 ? kHapV1HeaderMin : aligned ? kHapV2aHeader : kHapV2Header;
+  if (n < hl_min) return fmt("file is %" PRIu64 " bytes, too small for a %s ring", n, name.c_str());
+  const std::uint64_t size = rd64(f, 0), word1 = rd64(f, 8);
+  const std::uint64_t hl = v1 ? word1 & 4095 : word1;
+  const std::string hl_from = v1 ? fmt("from the area pointer 0x%" PRIx64, word1) : std::string("rsvd");
+  if (hl < hl_min || hl >= n)
+    return fmt("HAProxy ring header length %" PRIu64 " (%s) is impossible for %s", hl, hl_from.c_str(), name.c_str());
+  if (size < 2 || size > n - hl)
     return fmt("HAProxy ring size %" PRIu64 " does not fit a %" PRIu64 "-byte file after a %" PRIu64 "-byte header",
-               size, n, rsvd);
-  if (rsvd + size != n) {
-    std::string w = fmt("rsvd %" PRIu64 " + size %" PRIu64 " != file size %" PRIu64, rsvd, size, n);
+               size, n, hl);
+  if (hl + size != n) {
+    std::string w = fmt("header %" PRIu64 " (%s) + size %" PRIu64 " != file size %" PRIu64, hl, hl_from.c_str(), size, n);
     if (!force) return w + " (use -f to read it anyway)";
     img.warnings.push_back(w);
   }
-  img.header_len = rsvd;
+  img.header_len = hl;
   img.area_size = size;
+  if (v1) {
+    set_positions(img, rd64(f, 24), rd64(f, 16));
+    return "";
+  }
+  std::uint64_t tail = rd64(f, aligned ? 64 : 16), head = rd64(f, aligned ? 128 : 24);
   img.locked = (tail & kHapTailLock) != 0;
   tail &= ~kHapTailLock;
   if (tail >= size || head >= size) {
