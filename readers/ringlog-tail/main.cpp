@@ -37,6 +37,7 @@ constexpr std::size_t kOutFlushAt = 1 << 18;
 class TextOut {
  public:
   void open(const std::string& path, bool append) {
+    if (path == "-") return;  // -w - -A: the text goes to standard output, as without -w
     path_ = path;
     append_ = append;
     reopen(append);

@@ -30,8 +30,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(args, stdin=None, timeout=30):
-    p = subprocess.run([RINGLOG] + args, input=stdin, capture_output=True, timeout=timeout, env=ENV)
+def run(args, stdin=None, timeout=30, cwd=None):
+    p = subprocess.run([RINGLOG] + args, input=stdin, capture_output=True, timeout=timeout, env=ENV, cwd=cwd)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -278,6 +278,14 @@ def case_files():
     run(["-n", n, "-d", "-g", "request", "-j", "-w", ft, "-A", "-a"])
     lines = open(ft).read().splitlines()
     check(lines[-1].startswith("{\"group\":\"request\""), "-A -a -j appends JSON lines")
+    # -w - is standard output, in text (-A) as in the binary format.
+    rc, out, err = run(["-n", n, "-d", "-g", "request", "-w", "-", "-A"], cwd=WORK)
+    check(rc == 0 and out == direct and not os.path.exists(os.path.join(WORK, "-")),
+          f"-w - -A prints the text on stdout, no file named '-': rc {rc} {err!r}")
+    p = subprocess.run([RINGLOG, "-n", n, "-d", "-g", "request", "-w", "-"], capture_output=True, env=ENV,
+                       cwd=WORK, timeout=30)
+    rc, back, _ = run(["-r", "-", "-g", "request"], stdin=p.stdout)
+    check(p.returncode == 0 and p.stdout[:8] == b"RLOGFILE" and back == direct, "-w - writes the binary format on stdout")
     # Damaged input: everything before the damage, then exit 1 naming the offset.
     data = open(f, "rb").read()
     cut = os.path.join(WORK, "cut.rlog")
