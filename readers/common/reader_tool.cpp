@@ -276,7 +276,9 @@ void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
         ->allow_extra_args(false);
     app.add_flag("-c", o.client, "Client side only (requests)");
     app.add_flag("-b", o.backend, "Backend side only (fetches)");
-    app.add_option("-k", o.limit, "Stop after NUM selected transactions (groups)")->type_name("NUM");
+    app.add_option("-k", o.limit, "Stop after NUM selected transactions (groups)")
+        ->type_name("NUM")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("-R", o.rate, "Rate limit: at most LIMIT transactions per PERIOD (default 1s), e.g. 10/2m")
         ->type_name("LIMIT[/PERIOD]");
   }
@@ -327,6 +329,7 @@ void prepare(CLI::App& app, ReaderOptions& o) {
     }
   }
   for (const std::string& f : o.query_files) {
+    if (is_directory(f)) throw RuntimeError("-Q: cannot read " + f + ": it is a directory");
     std::ifstream in(f, std::ios::binary);
     if (!in) throw RuntimeError("-Q: cannot read " + f + ": " + std::strerror(errno));
     std::stringstream ss;

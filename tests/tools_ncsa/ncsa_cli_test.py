@@ -296,7 +296,7 @@ check(r.returncode == 2 and b"-f:" in r.stderr and b"unmatched" in r.stderr, f"b
 r = ncsa("-q", "RespStatus >= ")
 check(r.returncode == 2 and b"-q:" in r.stderr and b"^" in r.stderr, f"bad query: exit 2 with a caret ({r.stderr!r})")
 bad_args = [["--bogus"], ["-g", "raw"], ["-g", "session"], ["-g", "nope"], ["-F", "%s", "-f", ffile], ["-F", ""],
-            ["-D"], ["-D", "-w", "-"], ["-t", "soon"], ["-k", "many"], ["-R", "fast"], ["-T", "0"], ["-L", "0"],
+            ["-D"], ["-D", "-w", "-"], ["-t", "soon"], ["-k", "many"], ["-k", "-2"], ["-R", "fast"], ["-T", "0"], ["-L", "0"],
             ["-w"], ["-n"], ["extra-argument"], ["-r", "x", "-n", "fixed"], ["-F", "%{x}T"], ["-F", "%"]]
 for args in bad_args:
     r = ncsa(*args)

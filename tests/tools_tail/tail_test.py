@@ -162,6 +162,8 @@ def case_options():
     check(rc == 2 and "position 11" in err and "^" in err, f"bad query: rc {rc} err {err!r}")
     rc, out, err = run(["-n", n, "-d", "-Q", os.path.join(WORK, "nope.txt")])
     check(rc == 1 and "nope.txt" in err, f"unreadable -Q: rc {rc} {err!r}")
+    rc, out, err = run(["-n", n, "-d", "-Q", WORK])
+    check(rc == 1 and "directory" in err and out == "", f"-Q DIRECTORY: rc {rc} {err!r}")
     # -k, -R
     rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-k", "2"])
     check(rc == 0 and out.count("<< ") == 2, f"-k 2: {out.count('<< ')} groups")
@@ -223,7 +225,7 @@ def case_options():
     # Bad command lines: exit 2 with a message.
     for args in (["--nope"], ["-g", "bogus"], ["-t", "abc"], ["-i", "NoSuchTag"], ["-x", "Zz*"],
                  ["-I", "ReqURL:("], ["-X", "Nope:x"], ["-R", "0"], ["-R", "5/fortnight"], ["-c", "-b"],
-                 ["-a"], ["-A"], ["-j", "-w", "x.rlog"], ["-v", "-j"], ["-T", "0"], ["-L", "0"], ["-k", "x"], ["-q", ""], ["-q", "(ReqURL"],
+                 ["-a"], ["-A"], ["-j", "-w", "x.rlog"], ["-v", "-j"], ["-T", "0"], ["-L", "0"], ["-k", "x"], ["-k", "-1"], ["-q", ""], ["-q", "(ReqURL"],
                  ["-r", "x", "-n", "y"], ["extra-arg"]):
         rc, out, err = run(args)
         check(rc == 2 and err.startswith("ringlog: ") and "--help" in err, f"bad flags {args}: rc {rc} {err!r}")

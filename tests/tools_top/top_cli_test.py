@@ -128,7 +128,7 @@ check(r.returncode == 1, f"unreadable -Q file: exit 1 ({r.returncode})")
 r = top("-q", "ReqURL ~ ", "-1")
 check(r.returncode == 2 and b"^" in r.stderr, f"bad query: exit 2 with a caret ({r.stderr!r})")
 for args in (["--bogus"], ["-p", "0"], ["-p", "x"], ["-p", "-3"], ["-i", "NoSuchTag"], ["-x", "Nope*"],
-             ["-I", "ReqURL:("], ["-X", "[z-a]"], ["-c", "-b"], ["-g", "nope"], ["-t", "later"], ["-k", "x"],
+             ["-I", "ReqURL:("], ["-X", "[z-a]"], ["-c", "-b"], ["-g", "nope"], ["-t", "later"], ["-k", "x"], ["-k", "-1"],
              ["-R", "x/y"], ["-T", "-1"], ["-n"], ["stray"]):
     r = top("-1", *args)
     check(r.returncode == 2 and b"ringlog-top:" in r.stderr, f"{args}: exit 2 with a message ({r.returncode}, {r.stderr!r})")
