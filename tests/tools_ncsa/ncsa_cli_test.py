@@ -305,6 +305,11 @@ r = ncsa("--help")
 check(r.returncode == 0 and b"-F FORMAT" in r.stdout and b"Exit codes" in r.stdout, "--help")
 r = ncsa("-V")
 check(r.returncode == 0 and r.stdout.startswith(b"ringlog-ncsa"), "-V")
+# The exit codes are documented in ringlog-ncsa(1).
+page = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "man", "ringlog-ncsa.1")).read()
+exits = page.split(".SH EXIT STATUS", 1)[-1].split("\n.SH ", 1)[0]
+check(all(f"\n.B {c}\n" in exits for c in "012") and "Bad command line" in exits,
+      "ringlog-ncsa(1) documents exit codes 0, 1 and 2")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -209,6 +209,22 @@ def case_options():
     t0 = time.time()
     rc, out, err = run(["-n", "absent", "-t", "0.6"])
     check(rc == 1 and time.time() - t0 >= 0.5, "-t 0.6 waits before failing")
+    # -t SECONDS: a ring that appears within the wait is attached to.
+    soon = os.path.join(ENV["RINGLOG_DIR"], "soon")
+    p = start(["-n", "soon", "-t", "20", "-d"])
+    time.sleep(0.5)
+    check(p.poll() is None, "-t 20 is still waiting for the ring")
+    os.makedirs(soon + ".tmp")
+    writer("create", os.path.join(soon + ".tmp", "ring"), 1 << 20)
+    writer("known", os.path.join(soon + ".tmp", "ring"))
+    os.rename(soon + ".tmp", soon)  # appears whole
+    try:
+        out, err = p.communicate(timeout=25)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 0 and out.decode() == all_out, f"-t 20: read the ring once it appeared: {err!r}")
+    shutil.rmtree(soon, ignore_errors=True)
     late = os.path.join(ENV["RINGLOG_DIR"], "late")
     p = start(["-n", "late", "-t", "off", "-g", "raw", "-k", "1"])
     time.sleep(0.7)
@@ -231,6 +247,11 @@ def case_options():
         check(rc == 2 and err.startswith("ringlog: ") and "--help" in err, f"bad flags {args}: rc {rc} {err!r}")
     rc, out, _ = run(["--help"])
     check(rc == 0 and "-q QUERY" in out and "Exit codes" in out, "--help")
+    # The exit codes are documented in ringlog(1).
+    page = open(os.path.join(HERE, "..", "..", "man", "ringlog.1")).read()
+    exits = page.split(".SH EXIT STATUS", 1)[-1].split("\n.SH ", 1)[0]
+    check(all(f"\n.B {c}\n" in exits for c in "012") and "Bad command line" in exits and "query" in exits,
+          "ringlog(1) documents exit codes 0, 1 and 2")
     rc, out, _ = run(["-V"])
     check(rc == 0 and out.startswith("ringlog "), "-V")
 
@@ -380,6 +401,23 @@ def case_live():
     rc, out, err = stop(p)
     check(rc == 0 and "Log overrun: " in err and " bytes lost" in err, f"overrun: {err!r}")
     check(out.count("/live/") >= 5, "records before and after the overrun are shown")
+    # --pinned: the same stall loses nothing; the writer drops what does not fit instead,
+    # so the reader sees an unbroken run of the first requests and no overrun.
+    pin = ring_path("pin")
+    writer("create", pin, 64 << 10)
+    p = start(["-n", "pin", "--pinned", "-g", "raw", "-i", "ReqURL"])
+    time.sleep(0.5)
+    writer("live", pin, 5, 0)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGSTOP)
+    writer("live", pin, 5000, 0)
+    p.send_signal(signal.SIGCONT)
+    time.sleep(1.0)
+    rc, out, err = stop(p)
+    urls = [l.split()[-1] for l in out.splitlines()]
+    want = [f"/live/{i}" for i in range(5)] + [f"/live/{i}" for i in range(len(urls) - 5)]
+    check(rc == 0 and "overrun" not in err, f"--pinned: no overrun: rc {rc} {err!r}")
+    check(len(urls) > 100 and urls == want, f"--pinned: every record up to the ring's size, in order ({len(urls)})")
 
 
 CASES = {"layouts": case_layouts, "options": case_options, "files": case_files, "live": case_live}

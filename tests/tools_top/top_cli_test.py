@@ -136,6 +136,11 @@ r = top("--help")
 check(r.returncode == 0 and b"-p PERIOD" in r.stdout and b"Exit codes" in r.stdout, "--help")
 r = top("-V")
 check(r.returncode == 0 and r.stdout.startswith(b"ringlog-top"), "-V")
+# The exit codes are documented in ringlog-top(1).
+page = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "man", "ringlog-top.1")).read()
+exits = page.split(".SH EXIT STATUS", 1)[-1].split("\n.SH ", 1)[0]
+check(all(f"\n.B {c}\n" in exits for c in "012") and "Bad command line" in exits,
+      "ringlog-top(1) documents exit codes 0, 1 and 2")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
