@@ -184,6 +184,19 @@ std::vector<std::uint8_t> chain_map(const Image& img, const std::vector<Inflight
   return good;
 }
 
+// Where a rebuilt head starts: the oldest position from which the framing reaches
+// the tail, then past leading "00 00" pairs. Those read as empty messages, but a run
+// of them is far more likely area never written (a HAProxy ring that has not wrapped,
+// zeros behind a damaged tail) than messages without payload; skipping them loses no
+// content.
+std::uint64_t rebuilt_head(const Image& img, const std::vector<std::uint8_t>& good) noexcept {
+  const std::uint64_t lo = img.window_lo(), limit = img.tail - 1;
+  std::uint64_t p = lo;
+  while (p < limit && !good[p - lo]) ++p;
+  while (p + 2 <= limit && img.at(p) == 0 && img.at(p + 1) == 0 && good[p + 2 - lo]) p += 2;
+  return p;
+}
+
 std::string kind_name(MsgKind k) {
   switch (k) {
     case MsgKind::data: return "data";
@@ -231,9 +244,13 @@ void set_positions(Image& img, std::uint64_t head_off, std::uint64_t data) {
   img.head = img.area_size + head_off;
   img.tail = img.head + data;
   img.positions_ok = data >= 1 && data <= img.area_size && head_off < img.area_size;
-  if (!img.positions_ok)
-    img.positions_why = fmt("head offset %" PRIu64 " with %" PRIu64 " bytes of data in a %" PRIu64 "-byte area",
+  if (!img.positions_ok) {
+    // v1 keeps no tail: with head or data wrong, where the messages end is unknown.
+    img.tail_ok = false;
+    img.positions_why = fmt("head offset %" PRIu64 " with %" PRIu64 " bytes of data in a %" PRIu64
+                            "-byte area: where the messages end is unknown",
                             head_off, data, img.area_size);
+  }
 }
 
 // Both HAProxy layouts start with the area size and a word that gives the header
@@ -269,11 +286,22 @@ std::string parse_haproxy(std::span<std::uint8_t> f, Layout l, bool force, Image
   std::uint64_t tail = rd64(f, aligned ? 64 : 16), head = rd64(f, aligned ? 128 : 24);
   img.locked = (tail & kHapTailLock) != 0;
   tail &= ~kHapTailLock;
-  if (tail >= size || head >= size) {
-    img.head = size + std::min(head, size);
-    img.tail = img.head + 1;
+  if (tail >= size) {
+    img.head = size;
+    img.tail = size + 1;
     img.positions_ok = false;
-    img.positions_why = fmt("head %" PRIu64 " or tail %" PRIu64 " outside the %" PRIu64 "-byte area", head, tail, size);
+    img.tail_ok = false;
+    img.positions_why =
+        fmt("tail offset %" PRIu64 " outside the %" PRIu64 "-byte area: where the messages end is unknown", tail, size);
+    return "";
+  }
+  if (head >= size) {
+    // The tail is good: head is rebuilt by scanning the area that ends there. Any
+    // position with the tail's offset will do; this one keeps the window at >= 0.
+    img.tail = size + tail;
+    img.head = img.tail - 1;
+    img.positions_ok = false;
+    img.positions_why = fmt("head offset %" PRIu64 " outside the %" PRIu64 "-byte area", head, size);
     return "";
   }
   std::uint64_t data = (head <= tail ? 0 : size) + tail - head;
@@ -324,7 +352,8 @@ std::string parse(std::span<std::uint8_t> f, std::optional<Layout> forced, bool 
   if (!img.positions_ok) img.positions_why = why;
   if (img.tail == 0) {
     img.positions_ok = false;
-    img.positions_why = "tail is 0";
+    img.tail_ok = false;
+    img.positions_why = "tail is 0: where the messages end is unknown";
   }
   return "";
 }
@@ -334,8 +363,8 @@ std::string parse(std::span<std::uint8_t> f, std::optional<Layout> forced, bool 
 WalkResult walk(const Image& img, const WalkOptions& o) {
   WalkResult w;
   const std::uint64_t t = img.tail;
-  if (t == 0 || img.area_size == 0) {
-    w.stop_reason = "no tail";
+  if (!img.tail_ok || t == 0 || img.area_size == 0) {
+    w.stop_reason = img.tail_ok ? std::string("no tail") : img.positions_why;
     return w;
   }
   const std::uint64_t limit = t - 1;
@@ -364,7 +393,7 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
       w.stop_reason = img.positions_why + "; the area is too large to scan";
       return w;
     }
-    pos = first_good(lo);
+    pos = rebuilt_head(img, good);
     w.head_rebuilt = true;
   }
   w.start = pos;
@@ -747,12 +776,8 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     error = "area too small";
     return RepairStatus::unrecoverable;
   }
-  if (img.tail == 0) {
-    error = "tail is 0: where the messages end is unknown";
-    return RepairStatus::unrecoverable;
-  }
-  if (!rl && !img.positions_ok) {
-    error = "HAProxy head/tail offsets are unusable (" + img.positions_why + "): where the messages end is unknown";
+  if (!img.tail_ok || img.tail == 0) {
+    error = img.tail_ok ? std::string("tail is 0: where the messages end is unknown") : img.positions_why;
     return RepairStatus::unrecoverable;
   }
   std::uint32_t me = static_cast<std::uint32_t>(::getpid());
@@ -839,7 +864,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   };
   std::uint64_t head = img.head;
   if (!img.positions_ok || head < lo || head > limit) {
-    std::uint64_t nh = first_good(lo);
+    std::uint64_t nh = rebuilt_head(img, good);
     rep.fixed.push_back(fmt("head was not trustworthy (%s); rebuilt by scanning for message boundaries: %" PRIu64,
                             img.positions_ok ? "outside the window" : img.positions_why.c_str(),
                             rl ? nh : nh % size));

@@ -38,6 +38,7 @@ struct Image {
   bool locked = false;
   bool positions_ok = false;      // head < tail and tail - head <= area_size
   std::string positions_why;      // when not
+  bool tail_ok = true;            // where the messages end is known (else nothing can be read)
   std::vector<std::string> warnings;  // layout checks that -f overrode
 
   const std::uint8_t* area() const noexcept { return file.data() + header_len; }

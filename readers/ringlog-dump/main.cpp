@@ -237,6 +237,8 @@ int main(int argc, char** argv) {
     std::string why = rd::parse(fb.span(), layout, force, img);
     if (!why.empty()) throw Fail{path + ": " + why};
     for (auto& w : img.warnings) std::cerr << "ringlog-dump: warning: " << w << "\n";
+    // Without a tail there is nothing to dump; --info still describes the header.
+    if (!img.tail_ok && !info) throw Fail{path + ": cannot dump: " + img.positions_why};
     rd::WalkResult w = rd::walk(img, rd::WalkOptions{.scan = scan});
     bool damaged = !w.complete || !w.skipped.empty() || w.head_rebuilt;
     if (img.locked && img.layout == rd::Layout::ringlog) {

@@ -383,3 +383,72 @@ TEST(DumpRepair, InPlaceIsRefusedWhileAWriterLives) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
 }
+
+TEST(DumpLayouts, HaproxyTailOutsideTheAreaCannotBeRead) {
+  for (bool aligned : {false, true}) {
+    auto b = hap_v2(aligned, 1024, 100, {"a", "b"});
+    std::uint64_t bad = 5000;
+    std::memcpy(b->p + (aligned ? 64 : 16), &bad, 8);
+    rd::Image img;
+    ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");  // --info still describes it
+    EXPECT_FALSE(img.tail_ok);
+    EXPECT_NE(img.positions_why.find("where the messages end is unknown"), std::string::npos) << img.positions_why;
+    rd::WalkResult w = rd::walk(img, {.scan = true});
+    EXPECT_TRUE(w.messages.empty());  // zero bytes are not empty messages
+    EXPECT_FALSE(w.complete);
+    EXPECT_NE(rd::format_info(img, w, true).find("\"positions_ok\":false"), std::string::npos);
+    rd::RepairReport rep;
+    std::string err;
+    EXPECT_EQ(rd::repair(img, {}, rep, err), rd::RepairStatus::unrecoverable);
+    EXPECT_NE(err.find("unknown"), std::string::npos) << err;
+  }
+  // v1 keeps no tail: a head or data out of range leaves nothing to go by.
+  auto v1 = hap_v1(72, 1024, 10, {"a"});
+  std::uint64_t data = 5000;
+  std::memcpy(v1->p + 16, &data, 8);
+  rd::Image img;
+  ASSERT_EQ(rd::parse(v1->span(), std::nullopt, false, img), "");
+  EXPECT_FALSE(img.tail_ok);
+  EXPECT_TRUE(rd::walk(img, {.scan = true}).messages.empty());
+}
+
+TEST(DumpRepair, HaproxyHeadOutsideTheAreaIsRebuiltByScanning) {
+  std::vector<std::string> msgs = {"GET /1", "GET /2", "GET /3"};
+  for (bool aligned : {false, true}) {
+    auto b = hap_v2(aligned, 1024, 1000, msgs);  // wraps
+    std::uint64_t bad = 77777;
+    std::memcpy(b->p + (aligned ? 128 : 24), &bad, 8);
+    rd::Image img;
+    ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, img), "");
+    EXPECT_TRUE(img.tail_ok);
+    EXPECT_FALSE(img.positions_ok);
+    rd::WalkResult w = rd::walk(img, {});
+    EXPECT_TRUE(w.head_rebuilt);
+    EXPECT_TRUE(w.complete) << w.stop_reason;
+    EXPECT_EQ(payloads(w), msgs);
+    rd::RepairReport rep;
+    std::string err;
+    EXPECT_EQ(rd::repair(img, {}, rep, err), rd::RepairStatus::repaired) << err;
+    EXPECT_TRUE(report_mentions(rep, "rebuilt by scanning"));
+    EXPECT_EQ(rep.kept_msgs, 3u);
+    rd::Image again;
+    ASSERT_EQ(rd::parse(b->span(), std::nullopt, false, again), "");
+    EXPECT_TRUE(again.positions_ok);
+    std::uint64_t head = 0;
+    std::memcpy(&head, b->p + (aligned ? 128 : 24), 8);
+    EXPECT_EQ(head, 1000u);
+    EXPECT_EQ(payloads(rd::walk(again, {})), msgs);
+  }
+}
+
+TEST(DumpLayouts, HaproxyHeaderLengthErrorsNameTheirSource) {
+  auto v1 = hap_v1(72, 1024, 0, {"a"});
+  std::uint64_t areap = 0x7f3e5a000000ULL + 8;  // header length 8: impossible
+  std::memcpy(v1->p + 8, &areap, 8);
+  rd::Image img;
+  std::string e = rd::parse(v1->span(), rd::Layout::haproxy_v1, false, img);
+  EXPECT_NE(e.find("header length 8 (from the area pointer 0x7f3e5a000008)"), std::string::npos) << e;
+  auto v2 = hap_v2(false, 1024, 0, {"a"});
+  e = rd::parse(v2->span(), rd::Layout::haproxy_v2a, true, img);  // rsvd 32 cannot be a 192-byte header
+  EXPECT_NE(e.find("header length 32 (rsvd) is impossible for haproxy-v2a"), std::string::npos) << e;
+}
