@@ -5,18 +5,22 @@
 // Exit codes (documented in ringlog-dump(1)):
 //   0 clean, 1 damage found (dump: worked around; repair: repaired), 2 bad command line,
 //   3 unrecoverable (unreadable file, not a ring, or repair refused/impossible).
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #pragma GCC diagnostic push
@@ -132,6 +136,39 @@ void write_file(const std::string& path, std::span<const std::uint8_t> bytes, mo
   }
 }
 
+// Another process that maps the file writable and shared, with its name; 0 if none.
+// HAProxy records no writer in its ring files: a live HAProxy shows up here. (A
+// process whose maps cannot be read is not seen: run as the ring's owner or root.)
+std::pair<pid_t, std::string> writable_mapper(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, ""};
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir("/proc"), ::closedir);
+  if (!d) return {0, ""};
+  const pid_t me = ::getpid();
+  while (dirent* e = ::readdir(d.get())) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || pid == me) continue;
+    std::ifstream maps(std::string("/proc/") + e->d_name + "/maps");
+    // "start-end perms offset major:minor inode path"
+    for (std::string line; std::getline(maps, line);) {
+      std::istringstream in(line);
+      std::string range, perms, offset, dev;
+      unsigned long long ino = 0;
+      if (!(in >> range >> perms >> offset >> dev >> ino) || perms.size() < 4 || ino != st.st_ino) continue;
+      unsigned maj = 0, min = 0;
+      if (std::sscanf(dev.c_str(), "%x:%x", &maj, &min) != 2) continue;
+      if (perms[1] == 'w' && perms[3] == 's' && maj == major(st.st_dev) && min == minor(st.st_dev)) {
+        std::ifstream comm(std::string("/proc/") + e->d_name + "/comm");
+        std::string name;
+        std::getline(comm, name);
+        return {static_cast<pid_t>(pid), name};
+      }
+    }
+  }
+  return {0, ""};
+}
+
 void out(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
@@ -213,6 +250,13 @@ int main(int argc, char** argv) {
       std::string why = rd::parse(fb.span(), layout, force, img);
       if (!why.empty()) throw Fail{path + ": " + why};
       for (auto& w : img.warnings) std::cerr << "ringlog-dump: warning: " << w << "\n";
+      if (in_place && img.layout != rd::Layout::ringlog) {
+        if (auto [pid, name] = writable_mapper(path); pid) {
+          std::cerr << "ringlog-dump: " << path << ": repair refused: process " << pid << " (" << name
+                    << ") maps the ring writable; stop it, or repair a copy with -o\n";
+          return kExitUnrecoverable;
+        }
+      }
       rd::RepairReport rep;
       std::string err;
       rd::RepairStatus st = rd::repair(img, rd::RepairOptions{.in_place = in_place}, rep, err);

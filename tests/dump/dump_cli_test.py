@@ -191,6 +191,21 @@ def main():
         check(ji["layout"] == ("haproxy-v2a" if aligned else "haproxy-v2") and ji["locked"] and ji["head"] == head,
               f"{v2} --info: {ji}")
         check(run(tool, "--layout", "haproxy-v1", v2).returncode in (1, 3), f"{v2} read as v1 must not look clean")
+        # HAProxy records no writer: a process that maps the file writable (as HAProxy
+        # does) makes --in-place refuse; a copy may still be made.
+        holder = subprocess.Popen([sys.executable, "-c", "import mmap, sys, time\n"
+                                   "f = open(sys.argv[1], 'r+b'); m = mmap.mmap(f.fileno(), 0)\n"
+                                   "print('mapped', flush=True); time.sleep(30)", v2], stdout=subprocess.PIPE)
+        try:
+            check(holder.stdout.readline() == b"mapped\n", "the mapping process did not start")
+            rep = run(tool, "--repair", "--in-place", v2)
+            check(rep.returncode == 3 and f"process {holder.pid} ".encode() in rep.stderr
+                  and json.loads(run(tool, "-i", "-j", v2).stdout)["locked"],
+                  f"{v2} in place while mapped: {rep.returncode} {rep.stderr!r}")
+            check(run(tool, "--repair", "-o", v2 + ".copy", v2).returncode == 1, f"{v2}: copy while mapped")
+        finally:
+            holder.kill()
+            holder.wait()
         rep = run(tool, "--repair", "--in-place", v2)
         check(rep.returncode == 1 and not json.loads(run(tool, "-i", "-j", v2).stdout)["locked"], f"{v2} repair")
 

@@ -5,8 +5,8 @@ Starts Debian's haproxy (2.6) on 127.0.0.1 with a `ring` section whose storage i
 `backing-file` in a scratch directory and a frontend that logs each request to that
 ring with a known log-format; sends a bounded number of requests with curl; stops
 haproxy by pid; checks that ringlog-dump prints exactly the expected lines (while
-haproxy runs, and after it stopped), that it detected the pre-3.0 layout, and that a
-repaired copy is clean.
+haproxy runs, and after it stopped), that it detected the pre-3.0 layout, that an
+in-place repair is refused while haproxy runs, and that a repaired copy is clean.
 Usage: dump_haproxy_test.py RINGLOG_DUMP HAPROXY WORKDIR
 """
 import json
@@ -91,6 +91,11 @@ frontend web
             time.sleep(0.1)
         if live.returncode != 0 or live.stdout.decode().splitlines() != expected:
             print("live dump differs:", live.returncode, live.stdout, live.stderr)
+            return 1
+        # The writer lives: an in-place repair must refuse, naming it.
+        busy = dump(tool, "--repair", "--in-place", ring)
+        if busy.returncode != 3 or f"process {proc.pid} (haproxy)".encode() not in busy.stderr:
+            print("in-place repair while haproxy runs:", busy.returncode, busy.stdout, busy.stderr)
             return 1
     finally:
         proc.send_signal(signal.SIGTERM)
