@@ -400,7 +400,9 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
   const bool live = img.layout == Layout::ringlog && o.live_recheck && img.positions_ok;  // a bad head is no guide
   auto damage = [&](std::uint64_t at, const std::string& why) -> bool {
     if (!o.scan || !need_good()) {
-      w.stop_reason = why + fmt(" at position %" PRIu64, at);
+      // HAProxy files hold offsets, not positions: name the byte as they would.
+      w.stop_reason = why + (is_haproxy(img.layout) ? fmt(" at offset %" PRIu64, at % img.area_size)
+                                                    : fmt(" at position %" PRIu64, at));
       return false;
     }
     std::uint64_t q = first_good(at + 1);

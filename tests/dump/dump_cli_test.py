@@ -138,6 +138,27 @@ def main():
     r = run(tool, "-r", crashed)
     check(r.returncode == 0 and r.stdout.decode() == "".join(l + "\n" for l in lines), "in-place result")
 
+    # -- a tail lock held by a live process: a writer at work, not damage.
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        held = os.path.join(work, "held")
+        shutil.copy(ring, held)
+        with open(held, "r+b") as f:
+            buf = bytearray(f.read())
+            struct.pack_into("<Q", buf, OWNER, sleeper.pid << 32)  # no writer slot: judged by pid
+            struct.pack_into("<Q", buf, TAIL, u64(buf, TAIL) | LOCK)
+            f.seek(0)
+            f.write(buf)
+        r = run(tool, "-r", held)
+        check(r.returncode == 0 and r.stdout.decode() == "".join(l + "\n" for l in lines), f"live lock dump: {r.returncode}")
+        ji = json.loads(run(tool, "-i", "-j", held).stdout)
+        check(ji["locked"] and ji["lock_owner"] == {"pid": sleeper.pid, "slot": -1, "alive": True}, f"live lock --info: {ji}")
+        r = run(tool, "--repair", "--in-place", held)
+        check(r.returncode == 3 and f"live process {sleeper.pid}".encode() in r.stderr, f"live lock in place: {r.returncode} {r.stderr!r}")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
     # -- in place is refused while a writer recorded in the file is alive.
     live = subprocess.Popen(["sleep", "30"])
     try:
@@ -163,6 +184,7 @@ def main():
     r = run(tool, "-r", damaged)
     check(r.returncode == 1 and r.stdout.decode() == lines[0] + "\n" and b"stopped before the tail" in r.stderr,
           f"damaged dump: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    check(f"bad framing at position {second}".encode() in r.stderr, f"damage position: {r.stderr!r}")
     r = run(tool, "-r", "--scan", damaged)
     check(r.returncode == 1 and r.stdout.decode().splitlines()[-1] == lines[-1], f"--scan: {r.stdout!r}")
     rep = run(tool, "--repair", "--in-place", damaged)
