@@ -11,42 +11,26 @@ TRANSPORT: writev | io_uring (ringproxy --transport); every case runs on both.
 Every server started here listens on 127.0.0.1 only and is stopped by pid (children
 also get PR_SET_PDEATHSIG); request loops are bounded. Nothing asserts on times: TTL
 and grace cases wait for an expiry, then check its effects (records, fetch counts).
-The helpers are copied from tests/proxy/proxy_e2e_test.py rather than imported: that
-script parses its own argv at import time and its Proxy knows no cache options.
+The processes, raw-socket HTTP and log helpers are tests/common/e2e.py's, shared with
+the proxy and tunnel suites.
 """
-import ctypes
 import gzip
-import json
 import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-PROXY, ORIGIN, READER, WORKDIR, CASE, TRANSPORT = sys.argv[1:7]
-os.makedirs(WORKDIR, exist_ok=True)
-RINGLOG_DIR = os.path.join(WORKDIR, "instances")
-os.environ["RINGLOG_DIR"] = RINGLOG_DIR
-FAILURES = []
-CHILDREN = []
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import e2e  # noqa: E402
+from e2e import (LocalHTTPServer, Origin, Resp, check, connect, read_head, read_response, recs, request,  # noqa: E402
+                 request_bytes, rst_close, wait_for)
 
-
-def _pdeathsig():
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+# Set by main() from argv.
+PROXY = ORIGIN = READER = WORKDIR = CASE = TRANSPORT = None
 
 
 def info(*a):
@@ -83,128 +67,17 @@ def same_bytes(got, want, what):
     return ok
 
 
-# ---- processes --------------------------------------------------------------------------
+# ---- processes and requests ---------------------------------------------------------------
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_for(pred, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    return pred()
-
-
-def wait_port(port, proc, timeout=20):
-    def up():
-        if proc.poll() is not None:
-            return True
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-    return wait_for(up, timeout) and proc.poll() is None
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=30):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
-class Origin:
-    def __init__(self):
-        self.port = free_port()
-        self.proc = subprocess.Popen([ORIGIN, "-p", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, preexec_fn=_pdeathsig)
-        CHILDREN.append(self.proc)
-        if not wait_port(self.port, self.proc):
-            raise RuntimeError("origin did not start: " + self.proc.stderr.read().decode(errors="replace"))
-
-    def backend(self):
-        return f"o1=127.0.0.1:{self.port}"
-
-    def stats(self):
-        r = request(self.port, "/stats")
-        return json.loads(r.body)
-
-    def count(self, url):
-        return self.stats()["urls"].get(url, 0)
-
-    def stop(self):
-        check(stop(self.proc) == 0, "origin exits 0")
-
-
-class Proxy:
-    n = 0
+class Proxy(e2e.Proxy):
+    """ringproxy with its cache on (or off) and the transport under test."""
 
     def __init__(self, backends=(), args=(), threads=2, cache=True):
-        Proxy.n += 1
-        self.instance = f"cache-{CASE}-{TRANSPORT}-{os.getpid()}-{Proxy.n}"
-        self.port = free_port()
-        cmd = [PROXY, "-a", f"127.0.0.1:{self.port}", "-n", self.instance, "-t", str(threads),
-               "--ring-size", "16M", "--health-path", "/status/200", "--health_interval", "0.2",
-               "--cache", "on" if cache else "off", "--transport", TRANSPORT]
-        for b in backends:
-            cmd += ["-b", b]
-        cmd += list(args)
-        self.cmd = cmd
-        self.err = open(os.path.join(WORKDIR, self.instance + ".stderr"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, preexec_fn=_pdeathsig)
-        CHILDREN.append(self.proc)
-        self.dir = os.path.join(RINGLOG_DIR, self.instance)
-        # Ready when the admin socket answers (made after the listeners are bound).
-        wait_for(lambda: self.proc.poll() is not None or self.adm("ping")[0] == 0, 20)
-        if self.proc.poll() is not None or self.adm("ping")[0] != 0:
-            stop(self.proc)
-            self.err.seek(0)
-            raise RuntimeError(f"ringproxy did not start (exit {self.proc.returncode}): {self.err.read().strip()}\n"
-                               f"  command: {' '.join(cmd)}")
+        self.cache = cache
+        super().__init__(backends, args, threads)
 
-    def adm(self, *words):
-        r = subprocess.run([PROXY, "-n", self.instance, "adm", *words], capture_output=True, text=True, timeout=30)
-        return r.returncode, r.stdout + r.stderr
-
-    def stats(self):
-        out = subprocess.run([READER, "--stats", self.dir], capture_output=True, text=True, timeout=30,
-                             check=True).stdout
-        return {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if l.strip()}
-
-    def txns(self):
-        out = subprocess.run([READER, os.path.join(self.dir, "ring")], capture_output=True, text=True, timeout=60,
-                             check=True).stdout
-        return [json.loads(l) for l in out.splitlines() if l.strip()]
-
-    def settle(self, reqs, timeout=15):
-        """Waits until `reqs` request transactions have ended (a request ends after its
-        last byte is sent, a moment after the client has read it) and every fetch seen
-        has ended too (its Length comes at its end), and returns them all."""
-        def ready():
-            t = self.txns()
-            n = len([x for x in t if x["type"] == "req" and x["ended"]])
-            busy = [x for x in t if x["type"] == "bereq" and not x["ended"]]
-            return t if n >= reqs and not busy else None
-        t = wait_for(ready, timeout)
-        if not t:
-            t = self.txns()
-            check(False, f"{reqs} request transactions logged, got "
-                         f"{len([x for x in t if x['type'] == 'req' and x['ended']])}; fetches not ended: "
-                         f"{[recs(x, 'BereqURL') for x in t if x['type'] == 'bereq' and not x['ended']]}")
-        return t
+    def options(self):
+        return ["--cache", "on" if self.cache else "off", "--transport", TRANSPORT]
 
     def stop(self, sig=signal.SIGTERM):
         if TRANSPORT == "io_uring":
@@ -212,111 +85,7 @@ class Proxy:
             # proxy then falls back to writev with a Notice; the checks hold either way.
             notes = [n for t in self.txns() for n in recs(t, "Notice") if "io_uring" in n]
             info("io_uring notices:", notes[:2] if notes else "none (io_uring in use)")
-        rc = stop(self.proc, sig)
-        self.err.seek(0)
-        text = self.err.read()
-        check("Sanitizer" not in text and "runtime error:" not in text and "Assertion" not in text,
-              f"no sanitizer report or assertion: {text[-3000:]}")
-        check(rc == 0, f"ringproxy exits 0 (got {rc})")
-        return rc
-
-    def host(self):
-        return f"127.0.0.1:{self.port}"
-
-
-# ---- HTTP on raw sockets ------------------------------------------------------------------
-
-class Resp:
-    def __init__(self, status, reason, headers, body, closed):
-        self.status, self.reason, self.headers, self.body, self.closed = status, reason, headers, body, closed
-
-    def h(self, name, default=None):
-        return self.headers.get(name.lower(), default)
-
-    def __repr__(self):
-        return f"<{self.status} {self.headers} {self.body[:80]!r}{'...' if len(self.body) > 80 else ''}>"
-
-
-def read_response(f, method="GET"):
-    """One response from a buffered socket reader: Content-Length, chunked or
-    close-delimited body; none for HEAD, 1xx, 204 and 304."""
-    line = f.readline()
-    if not line:
-        return None
-    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    status = int(parts[1])
-    reason = parts[2] if len(parts) > 2 else ""
-    headers = {}
-    while True:
-        l = f.readline()
-        if l in (b"\r\n", b"\n", b""):
-            break
-        k, v = l.decode("latin-1").split(":", 1)
-        k = k.strip().lower()
-        headers[k] = headers[k] + ", " + v.strip() if k in headers else v.strip()
-    body = b""
-    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-        return Resp(status, reason, headers, body, False)
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size = int(f.readline().split(b";")[0], 16)
-            if size == 0:
-                while f.readline() not in (b"\r\n", b""):
-                    pass
-                break
-            chunk = f.read(size)
-            body += chunk
-            if len(chunk) < size:
-                break
-            f.readline()
-    elif "content-length" in headers:
-        n = int(headers["content-length"])
-        while len(body) < n:
-            b = f.read(n - len(body))
-            if not b:
-                break
-            body += b
-    else:
-        while True:
-            b = f.read(65536)
-            if not b:
-                break
-            body += b
-    return Resp(status, reason, headers, body, False)
-
-
-def connect(port, source=None, timeout=30):
-    s = socket.socket()
-    if source:
-        s.bind((source, 0))
-    s.settimeout(timeout)
-    s.connect(("127.0.0.1", port))
-    return s
-
-
-def request_bytes(port, path, method="GET", headers=(), body=b""):
-    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
-    lines += [f"{k}: {v}" for k, v in headers]
-    if body or method in ("POST", "PUT"):
-        lines.append(f"Content-Length: {len(body)}")
-    lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-def request(port, path, method="GET", headers=(), body=b"", source=None, timeout=30):
-    """One request on its own connection (Connection: close). Never raises for a
-    network error: returns a Resp with status 0 and the error as its reason."""
-    try:
-        s = connect(port, source, timeout)
-        try:
-            s.sendall(request_bytes(port, path, method, headers, body))
-            f = s.makefile("rb")
-            r = read_response(f, method)
-            return r or Resp(0, "connection closed without a response", {}, b"", True)
-        finally:
-            s.close()
-    except OSError as e:
-        return Resp(0, f"{type(e).__name__}: {e}", {}, b"", True)
+        return super().stop(sig)
 
 
 def parallel(n, fn):
@@ -342,14 +111,6 @@ def parallel(n, fn):
 
 
 # ---- log helpers ----------------------------------------------------------------------------
-
-def tags(t):
-    return [r[0] for r in t["records"]]
-
-
-def recs(t, tag):
-    return [r[1] for r in t["records"] if r[0] == tag]
-
 
 def reqs_for(txns, url, method=None):
     return [t for t in txns if t["type"] == "req" and recs(t, "ReqURL") == [url]
@@ -650,14 +411,9 @@ def case_streaming():
     want = content(n)
     s = connect(p.port)
     s.sendall(request_bytes(p.port, url))
+    status, head = read_head(s)
+    check(status == 200 and head.startswith(b"HTTP/1.1 200"), f"head of the streaming response {head[:200]!r}")
     f = s.makefile("rb")
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        c = f.read(1)
-        if not c:
-            break
-        head += c
-    check(head.startswith(b"HTTP/1.1 200"), f"head of the streaming response {head[:200]!r}")
     first = f.read(1)
     check(first == want[:1], f"first body byte {first!r}")
     txns = p.txns()
@@ -1003,15 +759,11 @@ class _GzipOrigin:
 
             def do_HEAD(self):
                 self._answer(False)
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.port = self.srv.server_address[1]
-        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.th.start()
+        self.srv = LocalHTTPServer(H)
+        self.port = self.srv.port
 
     def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
+        self.srv.stop()
 
 
 def case_gunzip():
@@ -1089,12 +841,6 @@ def _background(fn):
     return result
 
 
-def _reset(s):
-    """Closes a socket with a RST (SO_LINGER 0): the client is gone, not just done."""
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
-    s.close()
-
-
 def case_abandon():
     """A client that goes away during its own miss does not spoil the fetch: a client
     streaming the same object and one waiting for its head still get every byte, the
@@ -1109,7 +855,7 @@ def case_abandon():
     check(got.startswith(b"HTTP/1.1 200"), f"first client's response started {got[:60]!r}")
     b = _background(lambda: request(p.port, url))  # joins the stream
     wait_for(lambda: p.stats()["MAIN.cache_hit"] >= 1, 10)
-    _reset(a)
+    rst_close(a)
     rb = b()
     check(isinstance(rb, Resp) and rb.status == 200, f"the client streaming the same object: {rb}")
     if isinstance(rb, Resp):
@@ -1123,7 +869,7 @@ def case_abandon():
     wait_for(lambda: o.stats()["urls"].get(url2, 0) >= 1, 10)
     b = _background(lambda: request(p.port, url2))
     wait_for(lambda: p.stats()["MAIN.client_req"] >= 5, 10)  # the waiter is in
-    _reset(a)
+    rst_close(a)
     rb = b()
     check(isinstance(rb, Resp) and rb.status == 200, f"the waiting client: {rb}")
     if isinstance(rb, Resp):
@@ -1206,14 +952,10 @@ def case_pass_memory():
     for _ in range(5):
         samples.append(_cache_info(p).get("transient_used", -1))
         time.sleep(0.1)
+    status, head = read_head(s)
+    check(status == 200 and head.startswith(b"HTTP/1.1 200") and b"content-length: %d" % n in head.lower(),
+          f"pass head {head!r}")
     f = s.makefile("rb")
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        c = f.read(1)
-        if not c:
-            break
-        head += c
-    check(head.startswith(b"HTTP/1.1 200") and b"content-length: %d" % n in head.lower(), f"pass head {head!r}")
     got, bad, next_sample = 0, -1, 8 << 20
     while got < n:
         b = f.read(min(1 << 20, n - got))
@@ -1241,39 +983,13 @@ def case_pass_memory():
 
 
 def main():
-    cases = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+    global PROXY, ORIGIN, READER, WORKDIR, CASE, TRANSPORT
+    PROXY, ORIGIN, READER, WORKDIR, CASE, TRANSPORT = sys.argv[1:7]
     if TRANSPORT not in ("writev", "io_uring"):
         print(f"unknown transport {TRANSPORT}")
         return 2
-    names = list(cases) if CASE == "all" else [CASE]
-    if any(n not in cases for n in names):
-        print(f"unknown case {CASE}; cases: {' '.join(cases)}")
-        return 2
-    try:
-        for n in names:
-            print(f"== {n} ({TRANSPORT})", flush=True)
-            try:
-                cases[n]()
-            except Exception as e:  # noqa: BLE001 - a case that cannot run fails, never crashes the run
-                if not isinstance(e, RuntimeError):  # RuntimeError: a server did not start (says why)
-                    traceback.print_exc()
-                check(False, f"{n}: {type(e).__name__}: {e}")
-            finally:
-                for c in CHILDREN:
-                    if c.poll() is None:
-                        c.kill()
-                        c.wait()
-                CHILDREN.clear()
-    finally:
-        for c in CHILDREN:
-            if c.poll() is None:
-                c.kill()
-                c.wait()
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    e2e.configure(WORKDIR, PROXY, READER, origin=ORIGIN, label=f"cache-{CASE}-{TRANSPORT}")
+    return e2e.run_cases(e2e.cases_of(globals()), CASE, f" ({TRANSPORT})")
 
 
 if __name__ == "__main__":

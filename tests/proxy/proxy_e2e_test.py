@@ -9,7 +9,6 @@ Every server started here listens on 127.0.0.1 only and is stopped by pid; reque
 loops are bounded. Nothing asserts on times: timeouts are set small and only their
 effects are checked.
 """
-import json
 import os
 import shutil
 import signal
@@ -19,149 +18,13 @@ import subprocess
 import sys
 import time
 
-PROXY, ORIGIN, READER, WORKDIR, CASE = sys.argv[1:6]
-os.makedirs(WORKDIR, exist_ok=True)
-RINGLOG_DIR = os.path.join(WORKDIR, "instances")
-os.environ["RINGLOG_DIR"] = RINGLOG_DIR
-FAILURES = []
-CHILDREN = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import e2e  # noqa: E402
+from e2e import (CHILDREN, Origin, Proxy, check, curl, free_port, read_response, recs, stop, tags,  # noqa: E402
+                 wait_for, wait_port)
 
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_port(port, proc, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=30):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
-class Origin:
-    def __init__(self, port=None):
-        self.port = port or free_port()
-        self.proc = subprocess.Popen([ORIGIN, "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        CHILDREN.append(self.proc)
-        if not wait_port(self.port, self.proc):
-            raise RuntimeError("origin did not start: " + self.proc.stderr.read().decode(errors="replace"))
-
-    def stop(self):
-        stop(self.proc)
-
-
-class Proxy:
-    n = 0
-
-    def __init__(self, backends=(), args=(), threads=2):
-        Proxy.n += 1
-        self.instance = f"{CASE}-{os.getpid()}-{Proxy.n}"
-        self.port = free_port()
-        cmd = [PROXY, "-a", f"127.0.0.1:{self.port}", "-n", self.instance, "-t", str(threads),
-               "--ring-size", "16M", "--health-path", "/status/200"]
-        if "--health_interval" not in args:
-            cmd += ["--health_interval", "0.2"]
-        for b in backends:
-            cmd += ["-b", b]
-        cmd += list(args)
-        self.err = open(os.path.join(WORKDIR, self.instance + ".stderr"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
-        CHILDREN.append(self.proc)
-        self.dir = os.path.join(RINGLOG_DIR, self.instance)
-        self.adm_args = list(args[args.index("--admin-socket"):][:2]) if "--admin-socket" in args else []
-        # Ready when the admin socket answers (it is made after the listeners are bound);
-        # a test connection to the port would count as a session.
-        if not wait_for(lambda: self.proc.poll() is None and self.adm("ping")[0] == 0 or self.proc.poll() is not None, 20) \
-                or self.proc.poll() is not None:
-            self.err.seek(0)
-            raise RuntimeError("ringproxy did not start: " + self.err.read())
-
-    def adm(self, *words):
-        r = subprocess.run([PROXY, "-n", self.instance, *self.adm_args, "adm", *words], capture_output=True, text=True, timeout=30)
-        return r.returncode, r.stdout + r.stderr
-
-    def stats(self):
-        out = subprocess.run([READER, "--stats", self.dir], capture_output=True, text=True, timeout=30, check=True).stdout
-        return {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if l.strip()}
-
-    def txns(self):
-        out = subprocess.run([READER, os.path.join(self.dir, "ring")], capture_output=True, text=True, timeout=60,
-                             check=True).stdout
-        return [json.loads(l) for l in out.splitlines() if l.strip()]
-
-    def stop(self, sig=signal.SIGTERM):
-        rc = stop(self.proc, sig)
-        self.err.seek(0)
-        text = self.err.read()
-        # Sanitizer builds: any report in the proxy's stderr fails the case.
-        check("Sanitizer" not in text and "runtime error:" not in text, f"no sanitizer report: {text[-2000:]}")
-        return rc
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-
-def curl(*args, timeout=60):
-    r = subprocess.run(["curl", "-s", "-S", "--max-time", "30", *args], capture_output=True, timeout=timeout)
-    return r
-
-
-def tags(t):
-    return [r[0] for r in t["records"]]
-
-
-def recs(t, tag):
-    return [r[1] for r in t["records"] if r[0] == tag]
-
-
-def wait_for(pred, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    return pred()
-
-
-def settle(p, reqs, timeout=10, sessions=0):
-    """Waits until `reqs` request transactions (and `sessions` sessions) are in the ring
-    (they end after the last byte is sent, a moment after the client has its response)."""
-    def ready():
-        t = p.txns()
-        n = len([x for x in t if x["type"] == "req"])
-        s = len([x for x in t if x["type"] == "sess"])
-        return t if n >= reqs and s >= sessions else None
-    return wait_for(ready, timeout) or p.txns()
+# Set by main() from argv.
+PROXY = ORIGIN = READER = WORKDIR = CASE = None
 
 
 def raw(port, data, timeout=5.0, until_close=True):
@@ -185,39 +48,6 @@ def raw(port, data, timeout=5.0, until_close=True):
     return out, False
 
 
-def read_response(f):
-    """Parses one response from a file-like socket reader: (status, headers, body)."""
-    line = f.readline()
-    if not line:
-        return None
-    status = int(line.split()[1])
-    headers = {}
-    while True:
-        l = f.readline()
-        if l in (b"\r\n", b"\n", b""):
-            break
-        k, v = l.decode().split(":", 1)
-        headers[k.strip().lower()] = v.strip()
-    body = b""
-    if "content-length" in headers:
-        n = int(headers["content-length"])
-        while len(body) < n:
-            b = f.read(n - len(body))
-            if not b:
-                break
-            body += b
-    elif headers.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size = int(f.readline().split(b";")[0], 16)
-            if size == 0:
-                while f.readline() not in (b"\r\n", b""):
-                    pass
-                break
-            body += f.read(size)
-            f.readline()
-    return status, headers, body
-
-
 # ---- cases --------------------------------------------------------------------------
 
 def case_basic():
@@ -230,7 +60,7 @@ def case_basic():
     check(r.returncode == 0, f"curl ok ({r.stderr})")
     check(out.count(b"HTTP/1.1 200") == 2, "two 200 responses")
     check(b"Via: 1.1 ringproxy" in out or b"via: 1.1 ringproxy" in out.lower(), "Via added to the response")
-    txns = settle(p, 2, sessions=1)
+    txns = p.settle(2, sessions=1)
     reqs = [t for t in txns if t["type"] == "req"]
     bereqs = [t for t in txns if t["type"] == "bereq"]
     sess = [t for t in txns if t["type"] == "sess"]
@@ -287,22 +117,16 @@ def case_pipeline():
     sizes = []
     for _ in range(4):
         r = read_response(f)
-        sizes.append(len(r[2]) if r else None)
+        sizes.append(len(r.body) if r else None)
     check(sizes == [3, 1, 2, 500], f"pipelined responses in order {sizes}")
-    line = f.readline()
-    hdrs = b""
-    while True:
-        l = f.readline()
-        if l in (b"\r\n", b""):
-            break
-        hdrs += l
-    check(line.startswith(b"HTTP/1.1 200") and b"Content-Length: 7" in hdrs, f"HEAD keeps the length {hdrs}")
+    r = read_response(f, "HEAD")
+    check(r and r.status == 200 and r.h("content-length") == "7", f"HEAD keeps the length {r}")
     s.close()
     # HTTP/1.0 client, chunked origin response: body until close, no chunked framing.
     out, closed = raw(p.port, b"GET /chunked/3000 HTTP/1.0\r\nHost: x\r\n\r\n")
     head, _, body = out.partition(b"\r\n\r\n")
     check(closed and len(body) == 3000 and b"chunked" not in head.lower(), f"HTTP/1.0 gets a close-delimited body {head}")
-    txns = settle(p, 6)
+    txns = p.settle(6)
     st = p.stats()
     check(st["MAIN.sess_pipeline"] >= 1, "pipelined requests counted")
     check(st["MAIN.client_req"] == 6, f"6 requests {st['MAIN.client_req']}")
@@ -336,7 +160,7 @@ def case_bodies():
                           b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
     check(out.startswith(b"HTTP/1.1 200") and out.endswith(b"\r\nhello world\r\n0\r\n\r\n"),
           f"chunked request with extensions decoded {out[-60:]}")
-    txns = settle(p, 5)
+    txns = p.settle(5)
     st = p.stats()
     check(st["MAIN.s_req_bodybytes"] >= 2 * (3 * 1024 * 1024 + 17), "request body bytes counted")
     p.stop()
@@ -365,7 +189,7 @@ def case_smuggling():
         check(out.startswith(b"HTTP/1.1 400"), f"{name}: 400 ({out[:40]})")
         check(closed, f"{name}: connection closed")
         check(out.count(b"HTTP/1.1") == 1, f"{name}: nothing answered after the 400")
-    txns = settle(p, len(SMUGGLING))
+    txns = p.settle(len(SMUGGLING))
     reqs = [t for t in txns if t["type"] == "req"]
     errs = [t for t in reqs if recs(t, "RespStatus") == ["400"]]
     check(len(errs) == len(SMUGGLING), f"{len(errs)} 400s logged")
@@ -399,7 +223,7 @@ def case_limits():
     rc, txt = p.adm("param.set", "max_headers", "4")
     out, _ = raw(p.port, b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n")
     check(out.startswith(b"HTTP/1.1 431"), "max_headers applies without restart")
-    txns = settle(p, 6)
+    txns = p.settle(6)
     errs = [t for t in txns if t["type"] == "req" and recs(t, "Error")]
     check(len(errs) == 6, f"6 Error records, got {len(errs)}")
     st = p.stats()
@@ -421,7 +245,7 @@ def case_timeouts():
     s.sendall(b"GET /10 HTTP/1.1\r\nHost: x\r\n\r\n")
     f = s.makefile("rb")
     r = read_response(f)
-    check(r and r[0] == 200, "request before idling")
+    check(r and r.status == 200, "request before idling")
     check(f.read(1) == b"", "idle keep-alive: closed by the idle timeout")
     s.close()
     s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
@@ -467,7 +291,7 @@ def case_backend_errors():
     p.adm("param.set", "between_bytes_timeout", "0.3")
     r = curl("-o", "/dev/null", "-w", "%{http_code} %{size_download}", p.url("/slow/body/1000/5"))
     check(r.returncode != 0, f"between bytes timeout: response cut ({r.stdout} rc={r.returncode})")
-    txns = settle(p, 7)
+    txns = p.settle(7)
     fe = [x for t in txns if t["type"] == "bereq" for x in recs(t, "FetchError")]
     check(any("connect" in x for x in fe), f"FetchError for the connect failure {fe}")
     check(any("first byte timeout" in x for x in fe), "FetchError for the first byte timeout")
@@ -528,7 +352,7 @@ def case_trace():
     check(rc == 0, "param.set trace on")
     curl("-o", "/dev/null", p.url("/3"))
     p.adm("param.set", "trace", "off")
-    txns = settle(p, 3)
+    txns = p.settle(3)
     by = {recs(t, "ReqURL")[0]: t for t in txns if t["type"] == "req"}
     check(not recs(by["/1"], "Trace"), "no Trace records when off")
     t2 = recs(by["/2"], "Trace")
@@ -538,7 +362,7 @@ def case_trace():
     p.stop()
     p = Proxy()  # nobody trusted
     curl("-o", "/dev/null", "-H", "X-Ringlog-Trace: 1", p.url("/4"))
-    txns = settle(p, 1)
+    txns = p.settle(1)
     check(all(not recs(t, "Trace") for t in txns), "trace header ignored from an untrusted address")
     p.stop()
 
@@ -566,7 +390,7 @@ def case_admin():
     curl("-o", "/dev/null", "-H", "X-Test: 1", p.url("/5"))
     rc, out = p.adm("stats", "MAIN.client_req")
     check(rc == 0 and "MAIN.client_req " in out, f"stats {out}")
-    txns = settle(p, 1)
+    txns = p.settle(1)
     check(all(not recs(t, "ReqHeader") for t in txns if t["type"] == "req"), "masked tag not logged")
     rc, out = p.adm("backend.list")
     check(rc == 0 and "demo" in out, "backend.list with the demo origin")
@@ -683,22 +507,10 @@ def case_load():
 
 
 def main():
-    cases = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-    names = list(cases) if CASE == "all" else [CASE]
-    try:
-        for n in names:
-            print(f"== {n}", flush=True)
-            cases[n]()
-    finally:
-        for c in CHILDREN:
-            if c.poll() is None:
-                c.kill()
-                c.wait()
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    global PROXY, ORIGIN, READER, WORKDIR, CASE
+    PROXY, ORIGIN, READER, WORKDIR, CASE = sys.argv[1:6]
+    e2e.configure(WORKDIR, PROXY, READER, origin=ORIGIN, label=CASE)
+    return e2e.run_cases(e2e.cases_of(globals()), CASE)
 
 
 if __name__ == "__main__":

@@ -12,53 +12,26 @@ Every server listens on 127.0.0.1 only; ringproxy is stopped by pid; loops are b
 nothing asserts on times.
 """
 import http.server
-import json
 import os
 import random
-import signal
 import socket
 import socketserver
-import struct
-import subprocess
 import sys
 import threading
 import time
 
-PROXY, READER, WORKDIR, CASE = sys.argv[1:5]
-os.makedirs(WORKDIR, exist_ok=True)
-RINGLOG_DIR = os.path.join(WORKDIR, "instances")
-os.environ["RINGLOG_DIR"] = RINGLOG_DIR
-FAILURES = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import e2e  # noqa: E402
+from e2e import (LocalHTTPServer, LocalTCPServer, check, free_port, read_head, recs, recv_until,  # noqa: E402
+                 rst_close, wait_for)
+
+# Set by main() from argv.
+PROXY = READER = WORKDIR = CASE = None
 MB = 1 << 20
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
 
 
 def payload(n, seed):
     return random.Random(seed).randbytes(n)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_for(pred, timeout=15):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    return pred()
 
 
 def recv_exact(s, n):
@@ -85,58 +58,37 @@ def recv_all(s, pause=0.0, chunk=1 << 16):
             time.sleep(pause)
 
 
-def read_head(s):
-    """Reads a response head byte by byte (no over-read): (status, head text)."""
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        b = s.recv(1)
-        if not b:
-            break
-        head += b
-    parts = head.split(b" ", 2)
-    return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0), head.decode(errors="replace")
-
-
-def rst_close(s):
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()
-
-
 # ---- peers ---------------------------------------------------------------------------
 
-class RawServer(socketserver.ThreadingTCPServer):
+def echo(s):
+    """Sends back every byte until EOF, then half-closes (shutdown WR)."""
+    while True:
+        b = s.recv(1 << 16)
+        if not b:
+            break
+        s.sendall(b)
+    s.shutdown(socket.SHUT_WR)
+
+
+def RawServer():
     """CONNECT target. The first line the client sends picks the behaviour:
     'echo\\n'   echo every byte until EOF, then half-close (shutdown WR) and close
     'source N\\n' send N bytes of payload(N, 7), then close
     'reset N\\n'  send N bytes, then close with a reset
     """
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), RawHandler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+    return LocalTCPServer(RawHandler)
 
 
 class RawHandler(socketserver.BaseRequestHandler):
     def handle(self):
         s = self.request
-        line = b""
-        while not line.endswith(b"\n"):
-            b = s.recv(1)
-            if not b:
-                return
-            line += b
+        line = recv_until(s, b"\n")
+        if not line.endswith(b"\n"):
+            return
         words = line.decode().split()
         try:
             if words[0] == "echo":
-                while True:
-                    b = s.recv(1 << 16)
-                    if not b:
-                        break
-                    s.sendall(b)
-                s.shutdown(socket.SHUT_WR)
+                echo(s)
             elif words[0] == "source":
                 s.sendall(payload(int(words[1]), 7))
             elif words[0] == "reset":
@@ -170,12 +122,7 @@ class OriginHandler(http.server.BaseHTTPRequestHandler):
                     rst_close(s)
                     self.close_connection = True
                     return
-                while True:
-                    b = s.recv(1 << 16)
-                    if not b:
-                        break
-                    s.sendall(b)
-                s.shutdown(socket.SHUT_WR)
+                echo(s)
             except OSError:
                 pass
             self.close_connection = True
@@ -209,55 +156,16 @@ class OriginHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 
-class Origin(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), OriginHandler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+def Origin():
+    return LocalHTTPServer(OriginHandler)
 
 
 # ---- the proxy -----------------------------------------------------------------------
 
-class Proxy:
-    n = 0
-
-    def __init__(self, backends=(), args=(), threads=2):
-        Proxy.n += 1
-        self.instance = f"tun-{CASE}-{os.getpid()}-{Proxy.n}"
-        self.port = free_port()
-        cmd = [PROXY, "-a", f"127.0.0.1:{self.port}", "-n", self.instance, "-t", str(threads), "--ring-size", "16M"]
-        for b in backends:
-            cmd += ["-b", b]
-        cmd += list(args)
-        self.err = open(os.path.join(WORKDIR, self.instance + ".stderr"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
-        self.dir = os.path.join(RINGLOG_DIR, self.instance)
-        end = time.time() + 20
-        while time.time() < end:
-            if self.proc.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.err.seek(0)
-        raise RuntimeError("ringproxy did not start: " + self.err.read())
-
-    def stats(self):
-        out = subprocess.run([READER, "--stats", self.dir], capture_output=True, text=True, timeout=30,
-                             check=True).stdout
-        return {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if l.strip()}
-
-    def stat(self, name):
-        return self.stats().get(name, -1)
-
-    def txns(self):
-        out = subprocess.run([READER, os.path.join(self.dir, "ring")], capture_output=True, text=True, timeout=60,
-                             check=True).stdout
-        return [json.loads(l) for l in out.splitlines() if l.strip()]
+class Proxy(e2e.Proxy):
+    """ringproxy with the backends' health probes at its defaults (the python origin
+    answers HEAD on any path)."""
+    probe = False
 
     def pipes(self, n, timeout=15):
         """Waits for n ended pipe transactions; returns them."""
@@ -271,24 +179,6 @@ class Proxy:
 
     def fds(self):
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.err.seek(0)
-        text = self.err.read()
-        check("AddressSanitizer" not in text and "ThreadSanitizer" not in text, f"sanitizer report: {text[-3000:]}")
-        check(self.proc.returncode == 0, f"ringproxy exit code {self.proc.returncode}: {text[-2000:]}")
-        return self.proc.returncode
-
-
-def recs(t, tag):
-    return [r[1] for r in t["records"] if r[0] == tag]
 
 
 def acct(t):
@@ -305,7 +195,7 @@ def connect(port, target):
 
 
 def curl(*args):
-    return subprocess.run(["curl", "-s", "-S", "--max-time", "60", *args], capture_output=True, timeout=90)
+    return e2e.curl(*args, max_time=60, timeout=90)
 
 
 def exchange(s, up, expect_down_len, first=b""):
@@ -420,8 +310,8 @@ def case_connect_denied():
         s, status, _ = connect(p.port, f"127.0.0.1:{closed}")
         check(status == 503, f"CONNECT to a closed port: {status}")
         s.close()
-        check(wait_for(lambda: p.stat("MAIN.pipe_denied") == 3), f"pipe_denied {p.stat('MAIN.pipe_denied')}")
-        check(wait_for(lambda: q.stat("MAIN.pipe_denied") == 1), f"q pipe_denied {q.stat('MAIN.pipe_denied')}")
+        check(wait_for(lambda: p.stat("MAIN.pipe_denied") == 3, 15), f"pipe_denied {p.stat('MAIN.pipe_denied')}")
+        check(wait_for(lambda: q.stat("MAIN.pipe_denied") == 1, 15), f"q pipe_denied {q.stat('MAIN.pipe_denied')}")
         errs = [e for t in p.txns() + q.txns() if t["type"] == "req" for e in recs(t, "Error")]
         check(any("port" in e and "not allowed" in e for e in errs), f"Error for the port: {errs}")
         check(any("not allowed from" in e for e in errs), f"Error for the client: {errs}")
@@ -447,7 +337,7 @@ def case_upgrade():
     p = Proxy(backends=[f"127.0.0.1:{origin.port}"])
     try:
         s, status, head = upgrade(p.port)
-        check(status == 101 and "upgrade: echo" in head.lower(), f"Upgrade answer: {head!r}")
+        check(status == 101 and b"upgrade: echo" in head.lower(), f"Upgrade answer: {head!r}")
         data = payload(6 * MB, 21)
         got, how = exchange(s, data, len(data))
         s.close()
@@ -592,24 +482,10 @@ def case_fd_leak():
 
 
 def main():
-    cases = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
-    todo = list(cases) if CASE == "all" else [CASE]
-    for c in todo:
-        if c not in cases:
-            print("unknown case", c)
-            return 2
-        print("==", c, flush=True)
-        try:
-            cases[c]()
-        except Exception as e:  # a crash of the test is a failure, with its reason
-            import traceback
-            traceback.print_exc()
-            FAILURES.append(f"{c}: {e!r}")
-    if FAILURES:
-        print(f"{len(FAILURES)} failure(s)")
-        return 1
-    print("ok")
-    return 0
+    global PROXY, READER, WORKDIR, CASE
+    PROXY, READER, WORKDIR, CASE = sys.argv[1:5]
+    e2e.configure(WORKDIR, PROXY, READER, label=f"tun-{CASE}")
+    return e2e.run_cases(e2e.cases_of(globals()), CASE)
 
 
 if __name__ == "__main__":
