@@ -549,9 +549,8 @@ void Forwarder::poll(std::chrono::milliseconds timeout) {
   // Acknowledgements raise no event: look again soon while some are awaited.
   if (awaiting_acks) wait = std::min(wait, std::chrono::milliseconds(5));
   int n = ::poll(pfds.data(), pfds.size(), static_cast<int>(wait.count()));
-  if (n <= 0) return;
   now = Clock::now();
-  for (std::size_t i = 0; i < pfds.size(); ++i) {
+  for (std::size_t i = 0; n > 0 && i < pfds.size(); ++i) {
     Dest& d = *who[i];
     short ev = pfds[i].revents;
     if (!ev || d.fd != pfds[i].fd) continue;
@@ -580,6 +579,8 @@ void Forwarder::poll(std::chrono::milliseconds timeout) {
     }
   }
   trim();
+  // Every round, events or not: the gauges must follow pushes and failed attempts
+  // while a destination is down, when they matter most.
   for (auto& dp : dests_) publish(*dp);
 }
 
