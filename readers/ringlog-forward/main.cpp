@@ -8,10 +8,12 @@
 //   0 success (stopped by a signal, -k or -d/-r end, everything delivered),
 //   1 runtime error (no ring, unreadable file, messages left undelivered at exit),
 //   2 bad command line.
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -73,38 +75,77 @@ std::string hostname_or_dash() {
   return buf;
 }
 
-// The ring's fill behind this process's pin, for the stall policy: bytes between our
-// pinned reader's position (found by pid in the ring's reader table) and the tail,
-// over the area. Writers need room that only our pin can free once this nears 100 %.
-class FillGauge {
+// Where this process's pinned reader stands in the ring (found by pid in the ring's
+// reader table, through a mapping of its own), for the stall policy and the drain at
+// SIGTERM.
+class RingView {
  public:
-  double fill(const std::string& ring_path) {
+  struct Position {
+    std::uint64_t instance_id = 0;
+    std::uint64_t pos = 0;   // our pin (the tail when we hold none)
+    std::uint64_t tail = 0;  // where the next message will be written
+    std::uint64_t area = 0;
+    // Bytes between our pin and the tail: written, not yet read by us.
+    std::uint64_t unread() const noexcept { return tail > pos + 1 ? tail - (pos + 1) : 0; }
+  };
+
+  std::optional<Position> position(const std::string& ring_path) {
     try {
       if (!reader_ || path_ != ring_path || reader_->stale()) {
         reader_.reset();
         path_ = ring_path;
-        if (ring_path.empty()) return 0;
+        if (ring_path.empty()) return std::nullopt;
         reader_.emplace(ringlog::Reader::open(ring_path));
       }
       const ringlog::format::Header& h = reader_->header();
-      const std::uint64_t tail = h.tail.load(std::memory_order_acquire) & ringlog::format::kPosMask;
+      Position p;
+      p.instance_id = h.instance_id;
+      p.tail = h.tail.load(std::memory_order_acquire) & ringlog::format::kPosMask;
+      p.pos = p.tail;
       const auto me = static_cast<std::uint32_t>(::getpid());
-      std::uint64_t pos = tail;
       for (const auto& slot : h.readers)
         if (slot.pid.load(std::memory_order_acquire) == me && slot.mode == std::uint32_t(ringlog::format::ReaderMode::pinned))
-          pos = std::min(pos, slot.pos.load(std::memory_order_acquire));
-      const std::uint64_t area = reader_->stats().area_size;
-      return area ? static_cast<double>(tail - pos) / static_cast<double>(area) : 0;
+          p.pos = std::min(p.pos, slot.pos.load(std::memory_order_acquire));
+      p.area = reader_->stats().area_size;
+      return p;
     } catch (const ringlog::Error&) {
       reader_.reset();
-      return 0;
+      return std::nullopt;
     }
+  }
+
+  // The ring's fill behind our pin, over the area. Writers need room that only our pin
+  // can free once this nears 1.
+  double fill(const std::string& ring_path) {
+    auto p = position(ring_path);
+    return p && p->area ? static_cast<double>(p->tail - p->pos) / static_cast<double>(p->area) : 0;
   }
 
  private:
   std::optional<ringlog::Reader> reader_;
   std::string path_;
 };
+
+// SIGTERM/SIGINT: the first one asks for a drain (read what the ring holds up to
+// that moment, deliver it, then exit, all within --flush-timeout); a second one, or
+// one that comes before the reader is attached, stops at once.
+volatile std::sig_atomic_t g_term_signals = 0;
+volatile std::sig_atomic_t g_term_signo = 0;
+volatile std::sig_atomic_t g_attached = 0;
+
+extern "C" void on_term_signal(int sig) {
+  g_term_signo = sig;
+  if (g_term_signals > 0 || !g_attached) tool::request_stop();
+  g_term_signals = g_term_signals + 1;
+}
+
+void install_term_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_term_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
 
 }  // namespace
 
@@ -159,7 +200,8 @@ int main(int argc, char** argv) {
   app.add_option("--stall-fill", stall_fill, "Ring fill (percent) behind the forwarder that counts as a stall "
                                               "(default 90)")
       ->type_name("PERCENT");
-  app.add_option("--flush-timeout", flush_timeout, "On SIGTERM, how long to keep delivering (default 10)")
+  app.add_option("--flush-timeout", flush_timeout,
+                 "On SIGTERM, how long to read what the ring held and deliver it (default 10)")
       ->type_name("SECONDS");
   app.add_option("--stats", stats_path, "Counters file (default forward.stats in the instance directory)")
       ->type_name("FILE");
@@ -168,6 +210,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Always a pinned reader: nothing is overwritten in the ring before it is in the forwarder's buffer,\n"
       "and a message leaves the buffer only once every destination delivered it.\n"
+      "SIGTERM/SIGINT: read what the ring held at the signal, deliver it all, exit (within --flush-timeout).\n"
       "Exit codes: 0 ok, 1 runtime error (no ring, messages left undelivered), 2 bad command line.");
 
   auto usage_error = [](const std::string& msg) {
@@ -292,10 +335,64 @@ int main(int argc, char** argv) {
 
   try {
     tool::install_signal_handlers();
+    install_term_handlers();
     fw::Forwarder fwd(fo, endpoints, say, stats ? &*stats : nullptr);
     tool::ReaderLoop loop(ro, kTool);
-    FillGauge gauge;
+    RingView gauge;
     bool stalled = false;
+    const auto flush_for = std::chrono::milliseconds(static_cast<long long>(flush_timeout * 1000));
+
+    // The drain after SIGTERM/SIGINT: what writers put in the ring before the signal
+    // is read (our pin kept it for us), then delivered; --flush-timeout bounds both.
+    bool draining = false;
+    fw::Clock::time_point drain_deadline{};
+    std::optional<RingView::Position> drain_target;  // the ring's tail at the signal
+    std::uint64_t left_unread = 0;                    // bytes of it not read at the stop
+    bool unread_noted = false;
+    auto note_unread = [&] {
+      if (unread_noted) return;
+      unread_noted = true;
+      auto p = gauge.position(loop.ring_path());
+      if (p && drain_target && p->instance_id == drain_target->instance_id && p->pos + 1 < drain_target->tail)
+        left_unread = drain_target->tail - (p->pos + 1);
+    };
+    auto drain_check = [&](bool ring_empty) {
+      if (!g_term_signals) return;
+      if (tool::stop_requested()) {  // stopping (a second signal, or the drain is over)
+        if (draining) note_unread();
+        return;
+      }
+      const auto now = fw::Clock::now();
+      if (!draining) {
+        draining = true;
+        drain_deadline = now + flush_for;
+        drain_target = gauge.position(loop.ring_path());
+        say(std::string(g_term_signo == SIGINT ? "SIGINT" : "SIGTERM") + ": reading the " +
+            std::to_string(drain_target ? drain_target->unread() : 0) +
+            " bytes left in the ring and delivering everything read, for up to --flush-timeout (" +
+            std::to_string(flush_for.count()) + " ms); a second signal stops at once");
+      }
+      if (ring_empty) {
+        unread_noted = true;
+        tool::request_stop();
+        return;
+      }
+      auto p = gauge.position(loop.ring_path());
+      // The ring was removed or recreated: the old one was read to its end.
+      if (!p || !drain_target || p->instance_id != drain_target->instance_id) {
+        tool::request_stop();
+        return;
+      }
+      if (p->pos + 1 >= drain_target->tail) {
+        unread_noted = true;
+        tool::request_stop();
+        return;
+      }
+      if (now >= drain_deadline) {
+        note_unread();
+        tool::request_stop();
+      }
+    };
     std::uint64_t since_poll = 0;
     std::string text;
 
@@ -331,10 +428,12 @@ int main(int argc, char** argv) {
           say("stall over: the ring is " + std::to_string(static_cast<int>(fill)) + "% full");
         }
         fwd.poll(20ms);
+        drain_check(false);
         if (tool::stop_requested()) break;
       }
     };
     loop.on_group([&](const ringlog::Group& g) {
+      g_attached = 1;
       text.clear();
       const tool::RecordFilter& filter = loop.filter();
       if (output == Output::ncsa) {
@@ -375,23 +474,42 @@ int main(int argc, char** argv) {
         fwd.poll(0ms);
       }
     });
+    // on_idle: the ring is read to its end (or the loop stops or reattaches).
     loop.on_idle([&] {
+      g_attached = 1;
       since_poll = 0;
       fwd.poll(fwd.busy() ? 5ms : 0ms);
+      drain_check(true);
     });
-    loop.on_tick([&] { fwd.poll(0ms); });
+    loop.on_tick([&] {
+      g_attached = 1;
+      fwd.poll(0ms);
+      drain_check(false);
+    });
 
     loop.flush_on_stop(true);  // incomplete transactions are shipped too, marked as such
     int rc = loop.run();
 
-    // Deliver what was taken from the ring, within --flush-timeout.
-    auto deadline = fw::Clock::now() + std::chrono::milliseconds(static_cast<long long>(flush_timeout * 1000));
-    while (!fwd.drained() && fw::Clock::now() < deadline) fwd.poll(20ms);
+    // Deliver what was taken from the ring, within --flush-timeout (counted from the
+    // signal when there was one; a second signal gives up at once).
+    if (g_term_signals && !draining) {
+      draining = true;
+      drain_deadline = fw::Clock::now() + flush_for;
+    }
+    auto deadline = draining ? drain_deadline : fw::Clock::now() + flush_for;
+    while (!fwd.drained() && fw::Clock::now() < deadline && g_term_signals < 2) fwd.poll(20ms);
+    if (left_unread) {
+      say(std::to_string(left_unread) +
+          " bytes of messages written to the ring before the signal were left unread (" +
+          (g_term_signals >= 2 ? "second signal" : "--flush-timeout") + ")");
+      if (rc == tool::kExitOk) rc = tool::kExitRuntime;
+    }
     if (!fwd.drained()) {
       for (std::size_t i = 0; i < fwd.size(); ++i)
         if (fwd.pending(i))
           say(fwd.endpoint(i).url + ": " + std::to_string(fwd.pending(i)) +
-              " messages not delivered before --flush-timeout; counted as lost");
+              " messages not delivered before --flush-timeout" + (g_term_signals >= 2 ? " (second signal)" : "") +
+              "; counted as lost");
       fwd.abandon();
       if (rc == tool::kExitOk) rc = tool::kExitRuntime;
     }

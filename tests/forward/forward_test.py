@@ -2,7 +2,7 @@
 """Scripted tests of ringlog-forward against a real rsyslogd on loopback ports.
 
 usage: forward_test.py CASE RINGLOG_FORWARD WRITER WORKDIR RINGLOG_STAT
-cases: rsyslog_tcp, rsyslog_restart, rsyslog_udp, stall, cli
+cases: rsyslog_tcp, rsyslog_restart, rsyslog_udp, stall, sigterm, cli
 
 rsyslogd runs in the foreground (-n) with its own config, pid file and work
 directory under WORKDIR, listening on 127.0.0.1 only; it is stopped by pid. Every
@@ -383,6 +383,64 @@ def case_stall():
     got, lost, dropped = stall_run("block-writers")
     print(f"ok: block-writers: {got} delivered, forwarder lost {lost}, writers dropped {dropped}")
 
+def case_sigterm():
+    # A backlog in the ring (the collector is down, the forwarder's buffer is full and
+    # its pin holds the rest), then SIGTERM: the forwarder reads the ring up to where it
+    # was at the signal and delivers it all once the collector is back, within
+    # --flush-timeout, and exits 0.
+    n = 2000
+    ring = create_ring("s", 2 << 20)
+    port = free_port()
+    out = os.path.join(WORK, "s.log")
+    stats = os.path.join(INST, "s", "forward.stats")
+    key = f"FORWARD.tcp:127_0_0_1:{port}."
+    f = forwarder("drain", ["-t", "10", "-F", "%U", "--buffer", "4k", "--flush-timeout", "120",
+                            "--retry-min", "0.05", "--retry-max", "0.2", f"tcp://127.0.0.1:{port}"], "s")
+    written, dropped = write(ring, 0, n, 0)
+    if dropped:
+        fail(f"the writer dropped {dropped} (the ring holds them all)")
+    wait_for(lambda: stats_counters(stats).get(key + "failed", 0) >= 1, 60, "a failed connection attempt")
+    f.send_signal(signal.SIGTERM)
+    wait_for(lambda: "SIGTERM: reading the" in stderr_of("drain"), 60, "the forwarder to start its drain")
+    m = re.search(r"SIGTERM: reading the (\d+) bytes left in the ring", stderr_of("drain"))
+    if not int(m.group(1)):
+        fail(f"nothing left in the ring at SIGTERM: {stderr_of('drain')}")
+    rs = Rsyslog("rs", tcp={port: out})
+    rs.start()
+    try:
+        rc = f.wait(timeout=150)
+    except subprocess.TimeoutExpired:
+        fail("the forwarder did not finish its drain")
+    rs.stop()
+    got = seqs(out)
+    if rc != 0 or got != list(range(n)):
+        fail(f"drain: exit {rc}, {len(got)} of {n} lines (in order: {got == sorted(got)})")
+    c = stats_counters(stats)
+    if c[key + "sent"] != n or c[key + "lost"] != 0:
+        fail(f"drain counters: {c}")
+    print(f"ok: SIGTERM with {m.group(1)} bytes unread in the ring and the collector down: all {n} "
+          f"delivered once it came back, exit 0")
+
+    # The same with a collector that never comes back: bounded by --flush-timeout, and
+    # what is left is said (bytes unread in the ring, messages lost) and exit 1.
+    ring = create_ring("s2", 2 << 20)
+    port = free_port()
+    stats = os.path.join(INST, "s2", "forward.stats")
+    key = f"FORWARD.tcp:127_0_0_1:{port}."
+    f = forwarder("drain2", ["-t", "10", "-F", "%U", "--buffer", "4k", "--flush-timeout", "0.5",
+                             "--retry-min", "0.05", "--retry-max", "0.2", f"tcp://127.0.0.1:{port}"], "s2")
+    write(ring, 0, n, 0)
+    wait_for(lambda: stats_counters(stats).get(key + "queued", 0) > 0, 60, "the forwarder's buffer to fill")
+    rc = stop(f, expect=None)
+    err = stderr_of("drain2")
+    c = stats_counters(stats)
+    um = re.search(r"(\d+) bytes of messages written to the ring before the signal were left unread", err)
+    lm = re.search(r"(\d+) messages not delivered before --flush-timeout; counted as lost", err)
+    if rc != 1 or not um or not lm or int(lm.group(1)) != c[key + "lost"] or c[key + "sent"] != 0:
+        fail(f"collector never back: exit {rc}, counters {c}, stderr {err!r}")
+    print(f"ok: collector never back: {um.group(1)} bytes left unread and {lm.group(1)} messages lost, "
+          f"said and counted, exit 1")
+
 
 def run(args, timeout=30):
     return subprocess.run([FWD] + args, capture_output=True, text=True, env=ENV, timeout=timeout)
@@ -420,7 +478,7 @@ def case_cli():
 
 
 {"rsyslog_tcp": case_rsyslog_tcp, "rsyslog_restart": case_rsyslog_restart, "rsyslog_udp": case_rsyslog_udp,
- "stall": case_stall, "cli": case_cli}[CASE]()
+ "stall": case_stall, "sigterm": case_sigterm, "cli": case_cli}[CASE]()
 for p in CHILDREN:
     if p.poll() is None:
         p.kill()
