@@ -168,6 +168,10 @@ int main(int argc, char** argv) {
       ->required()->type_name("DEST");
   tool::add_reader_options(app, ro, tool::kAllOptions);
   if (CLI::Option* p = app.get_option_no_throw("--pinned")) app.remove_option(p);  // always pinned
+  // -i/-x/-I/-X are repeatable (prepare() takes every occurrence, in order); the shared
+  // registration leaves CLI11's default policy, which refuses a second one.
+  for (const char* name : {"-i", "-x", "-I", "-X"})
+    if (CLI::Option* p = app.get_option_no_throw(name)) p->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--output", output_arg, "What each message carries: ncsa (a line per request, default), "
                                           "json (a transaction group, as ringlog -j) or raw (a record)")
       ->type_name("ncsa|json|raw");
@@ -251,6 +255,10 @@ int main(int argc, char** argv) {
   if (!format_arg.empty() && !format_file.empty()) return usage_error("-F and -f exclude each other");
   if (output == Output::ncsa && ro.mode == ringlog::Grouping::raw)
     return usage_error("--output ncsa needs transactions: -g vxid, request or session");
+  if (output == Output::ncsa && !ro.record_filters.empty())
+    return usage_error(std::string("-") + ro.record_filters.front().first +
+                       ": -i, -x, -I and -X choose the records of --output json and raw; "
+                       "NCSA lines are chosen with -q, -c and -b");
   fw::ForwarderOptions fo;
   auto framing = fw::framing_by_name(framing_arg);
   if (!framing) return usage_error("--framing: expected octet-counting or lf, got '" + framing_arg + "'");
