@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Scripted tests of ringlog-forward against a real rsyslogd on loopback ports.
 
-usage: forward_test.py CASE RINGLOG_FORWARD WRITER WORKDIR RINGLOG_STAT
-cases: rsyslog_tcp, rsyslog_restart, rsyslog_udp, stall, sigterm, cli
+usage: forward_test.py CASE RINGLOG_FORWARD WRITER WORKDIR RINGLOG_STAT [RINGLOG]
+cases: rsyslog_tcp, rsyslog_restart, rsyslog_udp, stall, sigterm, filters, cli
 
 rsyslogd runs in the foreground (-n) with its own config, pid file and work
 directory under WORKDIR, listening on 127.0.0.1 only; it is stopped by pid. Every
@@ -20,6 +20,7 @@ import sys
 import time
 
 CASE, FWD, WRITER, WORK, STAT = sys.argv[1:6]
+TAIL = sys.argv[6] if len(sys.argv) > 6 else None  # the `ringlog` tool, for the filters case
 RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
@@ -442,6 +443,64 @@ def case_sigterm():
           f"said and counted, exit 1")
 
 
+def case_filters():
+    # -q selects transactions, -i/-x records, exactly as ringlog does: the JSON bodies are
+    # the lines of `ringlog -d -j` with the same options, byte for byte.
+    if not TAIL:
+        fail("the filters case needs the ringlog tool (6th argument)")
+    n = 300
+    ring = create_ring("q", 8 << 20)
+    pj, pr = free_port(), free_port()
+    out_j, out_r = os.path.join(WORK, "j.log"), os.path.join(WORK, "r.log")
+    rs = Rsyslog("rs", tcp={pj: out_j, pr: out_r})
+    rs.start()
+    jsel = ["-q", 'ReqURL ~ "^/seq/0000[0-4]"', "-x", "ReqHeader", "-x", "Resp*,Timestamp"]
+    rsel = ["-q", 'RespStatus == 200 and ReqURL ~ "[05]$"', "-i", "ReqURL", "-i", "RespStatus"]
+    fj = forwarder("fj", ["-t", "10", "--output", "json", "--framing", "lf",
+                          "--stats", os.path.join(WORK, "j.stats")] + jsel + [f"tcp://127.0.0.1:{pj}"], "q")
+    fr = forwarder("fr", ["-t", "10", "--output", "raw", "--stats", os.path.join(WORK, "r.stats")] + rsel +
+                   [f"tcp://127.0.0.1:{pr}"], "q")
+    written, dropped = write(ring, 0, n, 5000, readers=2)
+    if dropped:
+        fail(f"the writer dropped {dropped}")
+    jwant = [i for i in range(n) if i < 50]
+    rwant = [i for i in range(n) if i % 5 == 0]
+    wait_for(lambda: len(lines(out_j)) >= len(jwant) and len(lines(out_r)) >= 2 * len(rwant), 60,
+             lambda: f"{len(jwant)} json and {2 * len(rwant)} raw lines (have {len(lines(out_j))}, {len(lines(out_r))})")
+    stop(fj)
+    stop(fr)
+    rs.stop()
+    # (ringlog itself takes one -x: its shared option setup refuses a second one.)
+    ref = subprocess.run([TAIL, "-n", "q", "-d", "-j", "-q", jsel[1], "-x", "ReqHeader,Resp*,Timestamp"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    if ref.returncode != 0:
+        fail(f"ringlog -d -j: {ref.returncode} {ref.stderr}")
+    want_bodies = ref.stdout.splitlines()
+    bodies = [l.split(" ", 3)[3] for l in lines(out_j)]
+    if len(want_bodies) != len(jwant) or bodies != want_bodies:
+        fail(f"json: {len(bodies)} bodies, ringlog -j has {len(want_bodies)}; first difference: "
+             f"{next(((a, b) for a, b in zip(bodies, want_bodies) if a != b), None)}")
+    urls, tags = [], set()
+    for b in bodies:
+        for t in json.loads(b)["transactions"]:
+            for r in t["records"]:
+                tags.add(r["tag"])
+                if r["tag"] == "ReqURL":
+                    urls.append(r["value"])
+    if urls != [f"/seq/{i:06d}" for i in jwant] or tags & {"ReqHeader", "RespStatus", "RespReason", "Timestamp"}:
+        fail(f"json: -q/-x not applied: urls {urls[:5]}..., tags {sorted(tags)}")
+    got = lines(out_r)
+    want = []
+    for i in rwant:
+        want += [f"ReqURL c /seq/{i:06d}", "RespStatus c 200"]
+    norm = [re.sub(r"^\S+ ringlog raw +\d+ (\S+) +", r"\1 ", l) for l in got]
+    if norm != want:
+        fail(f"raw: -q/-i not applied: {len(got)} lines, first {got[:4]}")
+    print(f"ok: -q/-x with json ({len(bodies)} bodies identical to ringlog -d -j), -q/-i with raw "
+          f"({len(got)} records)")
+
+
+
 def run(args, timeout=30):
     return subprocess.run([FWD] + args, capture_output=True, text=True, env=ENV, timeout=timeout)
 
@@ -450,14 +509,24 @@ def case_cli():
     r = run(["--help"])
     if r.returncode != 0 or "--on-stall" not in r.stdout or "Exit codes" not in r.stdout:
         fail(f"--help: {r.returncode} {r.stdout}")
-    bad = [[], ["tcp://127.0.0.1"], ["http://x:1"], ["--output", "xml", "tcp://h:1"], ["-F", "%{", "tcp://h:1"],
-           ["--framing", "cr", "tcp://h:1"], ["--on-stall", "wait", "tcp://h:1"], ["--bogus", "tcp://h:1"],
-           ["-q", "ReqURL ~", "tcp://h:1"], ["--buffer", "12q", "tcp://h:1"], ["--output", "json", "-F", "%U", "tcp://h:1"],
-           ["a=tcp://h:1", "a=udp://h:2"], ["--facility", "local9", "tcp://h:1"]]
-    for args in bad:
+    # Each bad command line: exit 2 and a message that names what is wrong.
+    bad = [([], "destination"), (["tcp://127.0.0.1"], "port is missing"), (["http://x:1"], "tcp://HOST:PORT"),
+           (["udp://h"], "port is missing"), (["tcp://h:0"], "bad port"), (["tcp://h:65536"], "bad port"),
+           (["tcp://h:1/x"], "bad port"), (["tcp://:514"], "bad host"), (["udp://[::1]514"], "[IPV6]:PORT"),
+           (["a b=tcp://h:1"], "destination name"), (["a=tcp://h:1", "a=udp://h:2"], "two destinations"),
+           (["--output", "xml", "tcp://h:1"], "--output"), (["-F", "%{", "tcp://h:1"], "format"),
+           (["--framing", "cr", "tcp://h:1"], "--framing"), (["--on-stall", "wait", "tcp://h:1"], "--on-stall"),
+           (["--bogus", "tcp://h:1"], "--bogus"), (["-q", "ReqURL ~", "tcp://h:1"], "-q"),
+           (["--buffer", "12q", "tcp://h:1"], "--buffer"), (["--udp-max", "100", "udp://h:1"], "--udp-max"),
+           (["--retry-min", "5", "--retry-max", "1", "tcp://h:1"], "--retry-max"),
+           (["--stall-fill", "5", "tcp://h:1"], "--stall-fill"), (["--stats", "x", "--no-stats", "tcp://h:1"], "--no-stats"),
+           (["--output", "json", "-F", "%U", "tcp://h:1"], "-F"), (["-i", "ReqURL", "tcp://h:1"], "-i"),
+           (["-g", "raw", "tcp://h:1"], "--output ncsa needs"), (["--facility", "local9", "tcp://h:1"], "local9"),
+           (["--severity", "loud", "tcp://h:1"], "loud")]
+    for args, want in bad:
         r = run(args)
-        if r.returncode != 2 or "ringlog-forward:" not in r.stderr or "Traceback" in r.stderr:
-            fail(f"{args}: exit {r.returncode}, stderr {r.stderr!r}")
+        if r.returncode != 2 or "ringlog-forward:" not in r.stderr or want not in r.stderr or "Traceback" in r.stderr:
+            fail(f"{args}: exit {r.returncode}, stderr {r.stderr!r} (expected exit 2 and {want!r})")
     r = run(["-n", "nosuch", "-t", "0", "--no-stats", "tcp://127.0.0.1:9"])
     if r.returncode != 1 or "nosuch" not in r.stderr:
         fail(f"missing ring: exit {r.returncode}, stderr {r.stderr!r}")
@@ -478,7 +547,7 @@ def case_cli():
 
 
 {"rsyslog_tcp": case_rsyslog_tcp, "rsyslog_restart": case_rsyslog_restart, "rsyslog_udp": case_rsyslog_udp,
- "stall": case_stall, "sigterm": case_sigterm, "cli": case_cli}[CASE]()
+ "stall": case_stall, "sigterm": case_sigterm, "filters": case_filters, "cli": case_cli}[CASE]()
 for p in CHILDREN:
     if p.poll() is None:
         p.kill()
