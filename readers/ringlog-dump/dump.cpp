@@ -280,12 +280,16 @@ std::string parse_haproxy(std::span<std::uint8_t> f, Layout l, bool force, Image
   img.header_len = hl;
   img.area_size = size;
   if (v1) {
+    img.hap_head = rd64(f, 24);
+    img.hap_tail = img.hap_head + rd64(f, 16);
     set_positions(img, rd64(f, 24), rd64(f, 16));
     return "";
   }
   std::uint64_t tail = rd64(f, aligned ? 64 : 16), head = rd64(f, aligned ? 128 : 24);
   img.locked = (tail & kHapTailLock) != 0;
   tail &= ~kHapTailLock;
+  img.hap_head = head;
+  img.hap_tail = tail;
   if (tail >= size) {
     img.head = size;
     img.tail = size + 1;
@@ -610,8 +614,8 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
   iw.num("area_size", img.area_size);
   const bool rl = img.layout == Layout::ringlog;
   // HAProxy offsets are shown as in the file; ringlog positions are absolute.
-  iw.num("head", rl ? img.head : img.head % img.area_size);
-  iw.num("tail", rl ? img.tail : img.tail % img.area_size);
+  iw.num("head", rl ? img.head : img.positions_ok ? img.head % img.area_size : img.hap_head);
+  iw.num("tail", rl ? img.tail : img.positions_ok ? img.tail % img.area_size : img.hap_tail);
   iw.num("used", img.positions_ok ? img.tail - img.head : 0);
   iw.boolean("positions_ok", img.positions_ok);
   if (!img.positions_ok) iw.str("positions_problem", img.positions_why);

@@ -39,6 +39,7 @@ struct Image {
   bool positions_ok = false;      // head < tail and tail - head <= area_size
   std::string positions_why;      // when not
   bool tail_ok = true;            // where the messages end is known (else nothing can be read)
+  std::uint64_t hap_head = 0, hap_tail = 0;  // HAProxy: the offsets as the file holds them (v1: head + data)
   std::vector<std::string> warnings;  // layout checks that -f overrode
 
   const std::uint8_t* area() const noexcept { return file.data() + header_len; }

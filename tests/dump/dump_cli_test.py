@@ -246,7 +246,8 @@ def main():
         r = run(tool, bad)
         ji = run(tool, "-i", "-j", bad)
         info = json.loads(ji.stdout)
-        check(ji.returncode == 1 and info["positions_ok"] is False, f"{bad} --info: {ji.returncode} {info}")
+        check(ji.returncode == 1 and info["positions_ok"] is False and info[what] == 9999,
+              f"{bad} --info: {ji.returncode} {info}")
         if what == "tail":
             check(r.returncode == 3 and r.stdout == b"" and b"where the messages end is unknown" in r.stderr,
                   f"{bad}: {r.returncode} {r.stdout!r} {r.stderr!r}")
