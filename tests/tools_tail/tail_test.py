@@ -167,9 +167,31 @@ def case_options():
     # -k, -R
     rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-k", "2"])
     check(rc == 0 and out.count("<< ") == 2, f"-k 2: {out.count('<< ')} groups")
+    # -g raw: every record is a transaction of its own (varnishlog): -q tests each record,
+    # -k and -R count the records shown.
     rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-k", "1"])
-    check(out.splitlines()[0].startswith("      4099 Begin") and len(set(l.split()[0] for l in out.splitlines())) == 1,
-          "-k 1 in raw mode: one batch")
+    check(rc == 0 and out == "      4099 Begin          b bereq 4098 fetch\n", f"-k 1 in raw mode: one record {out!r}")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-k", "2", "-i", "ReqURL"])
+    check(out == "      4098 ReqURL         c /index.html\n      4100 ReqURL         c \"/missing?q=\\\"x\\\"\"\n",
+          f"-k 2 -i ReqURL in raw mode: two records shown {out!r}")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-q", "RespStatus == 404 or Timestamp:Resp[2] > 0.0008"])
+    check(rc == 0 and out == "      4098 Timestamp      c Resp: 1795990488.753611 0.001000 0.001000\n"
+                             "      4100 RespStatus     c 404\n", f"-q in raw mode selects records: {out!r}")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-q", "not Timestamp and not Req* and not Resp*", "-c"])
+    rc2, want, _ = run(["-n", n, "-d", "-g", "raw", "-c"])
+    want = "".join(l + "\n" for l in want.splitlines() if not any(f" {t}" in l for t in ("Timestamp", "Req", "Resp")))
+    check(rc == 0 and out == want and " - sess " in out and " b " not in out,
+          f"-q with not in raw mode, -c (sessions kept as without -q): {out!r}")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-R", "3/m"])
+    check(rc == 0 and out.count("\n") == 3 and out.startswith("      4099 Begin"), f"-R 3/m in raw mode: 3 records {out!r}")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-q", "ReqURL", "-j"])
+    objs = [json.loads(l) for l in out.splitlines()]
+    check([[r["value"] for t in o["transactions"] for r in t["records"]] for o in objs] ==
+          [["/index.html"], ["/missing?q=\"x\""]], f"-j -q in raw mode: only the selected records {out!r}")
+    fq = os.path.join(WORK, "rawq.rlog")
+    rc, _, _ = run(["-n", n, "-d", "-g", "raw", "-q", "ReqURL", "-w", fq])
+    rc2, out, _ = run(["-r", fq, "-g", "raw"])
+    check(rc == 0 and rc2 == 0 and out.count("\n") == 2 and out.count(" ReqURL ") == 2, f"-w -q in raw mode: {out!r}")
     rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-R", "1/m"])
     check(rc == 0 and out.count("<< ") == 1, f"-R 1/m: {out.count('<< ')} groups")
     rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-R", "3/2m"])
@@ -226,7 +248,7 @@ def case_options():
     check(p.returncode == 0 and out.decode() == all_out, f"-t 20: read the ring once it appeared: {err!r}")
     shutil.rmtree(soon, ignore_errors=True)
     late = os.path.join(ENV["RINGLOG_DIR"], "late")
-    p = start(["-n", "late", "-t", "off", "-g", "raw", "-k", "1"])
+    p = start(["-n", "late", "-t", "off", "-g", "raw", "-i", "ReqURL", "-k", "1"])
     time.sleep(0.7)
     writer("create", ring_path("late"), 1 << 20)
     time.sleep(0.7)
