@@ -816,9 +816,9 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     }
     h.owner.store(owner_word(me, 0xfffffffeu), std::memory_order_relaxed);
   }
-  const bool took_lock = rl && o.in_place && !img.locked;
+  bool holding = rl && o.in_place && !img.locked;  // this process holds the tail lock
   auto give_up = [&](std::string why) {
-    if (took_lock) {  // leave the file as it was found
+    if (holding) {  // release the lock at the tail found
       img.hdr_mut().owner.store(0, std::memory_order_relaxed);
       img.hdr_mut().tail.store(img.tail, std::memory_order_release);
     }
@@ -843,11 +843,18 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
         h.writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
         h.writers[slot].pid.store(0, std::memory_order_relaxed);
       }
-      h.owner.store(0, std::memory_order_relaxed);
       h.owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
       h.lock_recoveries.fetch_add(1, std::memory_order_relaxed);
       h.owner_since_ns.store(detail::now_ns(), std::memory_order_relaxed);
-      h.tail.store(t, std::memory_order_release);
+      if (o.in_place) {
+        // Take the dead owner's lock over rather than release it: live pinned readers
+        // must not attach while the rest is repaired. The final tail store releases it.
+        h.owner.store(owner_word(me, 0xfffffffeu), std::memory_order_relaxed);
+        holding = true;
+      } else {
+        h.owner.store(0, std::memory_order_relaxed);
+        h.tail.store(t, std::memory_order_release);
+      }
       rep.fixed.push_back(owner ? fmt("cleared the stale tail lock of pid %u (writer slot %d)", pid,
                                       slot < kWriterSlots ? int(slot) : -1)
                                 : std::string("cleared a stale tail lock with no recorded owner"));
@@ -1007,11 +1014,11 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   if (rl) {
     Header& h = img.hdr_mut();
     if (head != img.head) h.head.store(head, std::memory_order_release);
-    if (o.in_place && !img.locked) {
+    if (holding) {
       h.owner.store(0, std::memory_order_relaxed);
       h.owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
     }
-    h.tail.store(t, std::memory_order_release);
+    h.tail.store(t, std::memory_order_release);  // releases the lock when holding
   } else if (head != img.head || !img.positions_ok) {
     if (img.layout == Layout::haproxy_v1) {
       wr64(img.file, 24, head % size);

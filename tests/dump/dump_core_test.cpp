@@ -454,3 +454,28 @@ TEST(DumpLayouts, HaproxyHeaderLengthErrorsNameTheirSource) {
   e = rd::parse(v2->span(), rd::Layout::haproxy_v2a, true, img);  // rsvd 32 cannot be a 192-byte header
   EXPECT_NE(e.find("header length 32 (rsvd) is impossible for haproxy-v2a"), std::string::npos) << e;
 }
+
+TEST(DumpRepair, InPlaceTakesADeadOwnersLockOverAndReleasesItAtTheEnd) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append("a");
+  std::uint32_t dead = dead_pid();
+  std::uint64_t t = rr.tail();
+  rr.h.writers[1].pid = dead;
+  rr.h.owner = format::owner_word(dead, 1);
+  rr.h.owner_saved_rc = 0;
+  rr.at(t - 1) = format::kRcWriting;
+  rr.h.tail = t | format::kTailLock;
+  rr.h.readers[0].pid = dead;  // more to repair after the lock
+  rr.h.readers[0].pos = rr.h.head.load();
+  rr.at(rr.h.head.load()) = 1;
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep, /*in_place=*/true), rd::RepairStatus::repaired);
+  EXPECT_TRUE(report_mentions(rep, "stale tail lock of pid " + std::to_string(dead)));
+  EXPECT_TRUE(report_mentions(rep, "reader slot 0 of dead pid"));
+  EXPECT_EQ(rr.h.tail.load(), t);  // unlocked, at the same tail
+  EXPECT_EQ(rr.h.owner.load(), 0u);
+  EXPECT_EQ(rr.h.owner_saved_rc.load(), 0x100u);
+  EXPECT_EQ(rr.at(t - 1), 0);
+  EXPECT_EQ(rr.h.lock_recoveries.load(), 1u);
+}
