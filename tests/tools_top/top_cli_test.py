@@ -98,6 +98,16 @@ check(r.returncode == 0 and r.stdout == outs["once.txt"], "-r -: same dump")
 r = top("-n", "fixed", "-1", "-g", "raw", "-q", "ReqURL", "-i", "ReqURL")
 want = b"".join(l + b"\n" for l in outs["urls.txt"].splitlines() if b" ReqURL " in l)
 check(r.returncode == 0 and r.stdout == want, f"-g raw with -q (no fast path): {r.stdout!r}")
+# -g raw: every record is a transaction of its own (varnishtop): -q selects records, -k
+# and -R count them.
+r = top("-n", "fixed", "-1", "-g", "raw", "-q", "ReqURL")
+check(r.returncode == 0 and r.stdout == want, f"-g raw -q counts the matching records only: {r.stdout!r}")
+r = top("-n", "fixed", "-1", "-g", "raw", "-q", "RespStatus >= 300", "-c")
+check(r.stdout == b"     3.00 RespStatus 304\n     3.00 RespStatus 400\n", f"-g raw -q -c: {r.stdout!r}")
+r = top("-n", "fixed", "-1", "-g", "raw", "-q", "ReqURL", "-k", "12")
+check(r.stdout == want.replace(b" 3.00 ", b" 2.00 "), f"-g raw -k 12: two sets of six URL records ({r.stdout!r})")
+r = top("-n", "fixed", "-1", "-g", "raw", "-q", "ReqURL", "-R", "6/1m")
+check(r.returncode == 0 and r.stdout == b"", f"-g raw -R 6/1m: each URL counted once ({r.stdout!r})")
 # -k and -R count groups.
 r = top("-n", "fixed", "-1", "-c", "-k", "12", "-i", "ReqURL")
 check(r.stdout == b"     2.00 ReqURL /\n     2.00 ReqURL /../etc/passwd\n     2.00 ReqURL /api/login\n"
