@@ -234,6 +234,7 @@ void Image::reload_positions() noexcept {
   std::uint64_t t = hdr().tail.load(std::memory_order_acquire);
   locked = (t & kTailLock) != 0;
   tail = t & kPosMask;
+  tail_stored = tail;
 }
 
 // ---------------------------------------------------------------- parse
@@ -313,6 +314,30 @@ std::string parse_haproxy(std::span<std::uint8_t> f, Layout l, bool force, Image
   return "";
 }
 
+// With head and tail at odds, which one is damaged? Every byte a writer publishes is
+// counted in bytes_written, so tail is 1 + bytes_written (a new ring has tail 1). If
+// that candidate differs from the stored tail, agrees with head, and the framing from
+// head lands exactly on it, the stored tail is the damaged one: head is kept (else
+// head would be rebuilt below a wrong tail, from whatever the area holds there).
+bool tail_from_counter(Image& img) {
+  const std::uint64_t tc = 1 + img.hdr().bytes_written.load(std::memory_order_relaxed), head = img.head;
+  if (tc == img.tail || tc <= head || tc - head > img.area_size || tc > kPosMask) return false;
+  for (std::uint64_t p = head; p < tc - 1;) {
+    if (img.at(p) == kRcWriting) return false;
+    Frame f = frame_at(img, p, tc - 1);
+    if (!f.span) return false;
+    p += f.span;
+  }
+  img.tail_why = fmt("tail %" PRIu64 " is damaged (head %" PRIu64 "); rebuilt as 1 + bytes_written = %" PRIu64
+                     ", where the messages from head end",
+                     img.tail, head, tc);
+  img.tail = tc;
+  img.tail_rebuilt = true;
+  img.positions_ok = true;
+  img.positions_why.clear();
+  return true;
+}
+
 }  // namespace
 
 std::string parse(std::span<std::uint8_t> f, std::optional<Layout> forced, bool force, Image& img) {
@@ -354,6 +379,7 @@ std::string parse(std::span<std::uint8_t> f, std::optional<Layout> forced, bool 
   img.reload_positions();
   img.positions_ok = why.empty();
   if (!img.positions_ok) img.positions_why = why;
+  if (!img.positions_ok) tail_from_counter(img);
   if (img.tail == 0) {
     img.positions_ok = false;
     img.tail_ok = false;
@@ -619,6 +645,7 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
   iw.num("used", img.positions_ok ? img.tail - img.head : 0);
   iw.boolean("positions_ok", img.positions_ok);
   if (!img.positions_ok) iw.str("positions_problem", img.positions_why);
+  if (img.tail_rebuilt) iw.str("positions_problem", img.tail_why);
   iw.boolean("locked", img.locked);
   for (auto& wmsg : img.warnings) iw.str("warning", wmsg);
   if (rl) {
@@ -809,8 +836,8 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   // not attach or run its own checks meanwhile; storing the final tail releases it.
   if (rl && o.in_place && !img.locked) {
     Header& h = img.hdr_mut();
-    std::uint64_t expect = img.tail;
-    if (!h.tail.compare_exchange_strong(expect, img.tail | kTailLock, std::memory_order_acquire)) {
+    std::uint64_t expect = img.tail_stored;
+    if (!h.tail.compare_exchange_strong(expect, img.tail_stored | kTailLock, std::memory_order_acquire)) {
       error = "the ring changed while being repaired (a live process is using it)";
       return RepairStatus::refused;
     }
@@ -820,7 +847,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   auto give_up = [&](std::string why) {
     if (holding) {  // release the lock at the tail found
       img.hdr_mut().owner.store(0, std::memory_order_relaxed);
-      img.hdr_mut().tail.store(img.tail, std::memory_order_release);
+      img.hdr_mut().tail.store(img.tail_stored, std::memory_order_release);
     }
     error = std::move(why);
     return RepairStatus::unrecoverable;
@@ -864,6 +891,8 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     }
     img.locked = false;
   }
+
+  if (img.tail_rebuilt) rep.fixed.push_back(img.tail_why);
 
   // -- where the messages are.
   std::vector<Inflight> inflight = inflight_batches(img);

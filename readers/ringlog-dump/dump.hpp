@@ -40,6 +40,9 @@ struct Image {
   std::string positions_why;      // when not
   bool tail_ok = true;            // where the messages end is known (else nothing can be read)
   std::uint64_t hap_head = 0, hap_tail = 0;  // HAProxy: the offsets as the file holds them (v1: head + data)
+  std::uint64_t tail_stored = 0;  // ringlog: tail as the file holds it, without the lock bit
+  bool tail_rebuilt = false;      // ringlog: the stored tail was damaged; tail is 1 + bytes_written
+  std::string tail_why;           // when rebuilt
   std::vector<std::string> warnings;  // layout checks that -f overrode
 
   const std::uint8_t* area() const noexcept { return file.data() + header_len; }

@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
     // Without a tail there is nothing to dump; --info still describes the header.
     if (!img.tail_ok && !info) throw Fail{path + ": cannot dump: " + img.positions_why};
     rd::WalkResult w = rd::walk(img, rd::WalkOptions{.scan = scan});
-    bool damaged = !w.complete || !w.skipped.empty() || w.head_rebuilt;
+    bool damaged = !w.complete || !w.skipped.empty() || w.head_rebuilt || img.tail_rebuilt;
     if (img.locked && img.layout == rd::Layout::ringlog) {
       std::uint64_t owner = img.hdr().owner.load(std::memory_order_relaxed);
       auto pid = static_cast<std::uint32_t>(owner >> 32);
@@ -307,6 +307,7 @@ int main(int argc, char** argv) {
     // positions are shown as the offsets its files hold.
     auto shown = [&](std::uint64_t p) { return img.layout == rd::Layout::ringlog ? p : p % img.area_size; };
     if (!img.positions_ok) std::cerr << "ringlog-dump: " << path << ": " << img.positions_why << "\n";
+    if (img.tail_rebuilt) std::cerr << "ringlog-dump: " << path << ": " << img.tail_why << "\n";
     if (w.head_rebuilt) std::cerr << "ringlog-dump: " << path << ": head rebuilt by scanning: starting at " << shown(w.start) << "\n";
     for (auto& s : w.skipped)
       std::cerr << "ringlog-dump: " << path << ": skipped " << (s.end - s.pos) << " bytes at " << shown(s.pos) << ": " << s.why << "\n";

@@ -479,3 +479,42 @@ TEST(DumpRepair, InPlaceTakesADeadOwnersLockOverAndReleasesItAtTheEnd) {
   EXPECT_EQ(rr.at(t - 1), 0);
   EXPECT_EQ(rr.h.lock_recoveries.load(), 1u);
 }
+
+TEST(DumpRepair, DamagedTailIsRebuiltFromBytesWritten) {
+  ScratchPath p("tailctr");
+  std::vector<std::string> msgs;
+  {
+    Ring r = Ring::create(p, {.area_size = 4096});
+    for (int i = 0; i < 200; ++i) {  // wraps: the area holds old messages below head
+      msgs.push_back("message " + std::to_string(i));
+      ASSERT_EQ(r.write(msgs.back()), WriteStatus::ok);
+    }
+  }
+  auto b = slurp(p);
+  RawRing rr(*b);
+  std::uint64_t t = rr.tail();
+  rd::WalkResult good = walk_of(*b);
+  ASSERT_TRUE(good.complete);
+  rr.h.tail = t + (1ULL << 40);  // damaged: far past head
+  rd::Image img = parsed(*b);
+  EXPECT_TRUE(img.tail_rebuilt);
+  EXPECT_EQ(img.tail, t);
+  EXPECT_NE(img.tail_why.find("bytes_written"), std::string::npos) << img.tail_why;
+  rd::WalkResult w = rd::walk(img, {});
+  EXPECT_TRUE(w.complete) << w.stop_reason;
+  EXPECT_EQ(payloads(w), payloads(good));
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::repaired);
+  EXPECT_TRUE(report_mentions(rep, "tail " + std::to_string(t + (1ULL << 40)) + " is damaged"));
+  EXPECT_EQ(rr.h.tail.load(), t);
+  EXPECT_EQ(rep.kept_msgs, good.messages.size());
+  rd::Image again = parsed(*b);
+  EXPECT_FALSE(again.tail_rebuilt);
+  EXPECT_TRUE(again.positions_ok);
+  // Head damaged instead (tail agrees with bytes_written): head is rebuilt, as before.
+  rr.h.head = t + 5;
+  rd::Image img2 = parsed(*b);
+  EXPECT_FALSE(img2.tail_rebuilt);
+  EXPECT_FALSE(img2.positions_ok);
+  EXPECT_EQ(payloads(rd::walk(img2, {})).back(), msgs.back());
+}
