@@ -14,6 +14,11 @@
 
 #include "ringlog/format.hpp"
 
+// UBSan in the fuzz build (-fsanitize=undefined without -fno-sanitize-recover) only
+// prints a report and goes on, so a finding would never fail the run: make every
+// report fatal in the two targets that include this header (one definition each).
+extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print_stacktrace=1"; }
+
 namespace fuzz_dump {
 
 struct Input {
