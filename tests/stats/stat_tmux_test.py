@@ -8,66 +8,38 @@ usage: stat_tmux_test.py RINGLOG_STAT DEMO_WRITER WORKDIR
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
+import tmux as tmuxlib  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
 
 STAT, WRITER, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 SOCK = f"ringlog-stat-test-{os.getpid()}"
 SESSION = "stat"
-failures = []
 
 
-def check(cond, what, screen=None):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-        if screen is not None:
-            print("---- screen ----\n" + screen + "\n----------------", flush=True)
-
-
-def tmux(*args, check_rc=True):
-    r = subprocess.run(["tmux", "-L", SOCK, *args], capture_output=True, text=True, timeout=20)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError(f"tmux {args}: {r.stderr}")
-    return r
+tmux = tmuxlib.Tmux(SOCK)
 
 
 def capture():
-    return tmux("capture-pane", "-p", "-t", SESSION).stdout
+    return tmux.capture(SESSION)
 
 
 def keys(*k):
-    tmux("send-keys", "-t", SESSION, *k)
+    tmux.keys(SESSION, *k)
 
 
 def wait_for(pred, what, timeout=10.0):
     """Polls the screen until pred(screen) holds; records a failure otherwise."""
-    end = time.monotonic() + timeout
-    s = ""
-    while time.monotonic() < end:
-        s = capture()
-        if pred(s):
-            return s
-        time.sleep(0.1)
-    check(False, what, s)
-    return s
+    return tmux.wait_screen(SESSION, pred, what, timeout)
 
 
 def start_writer(name):
-    d = os.path.join(WORK, name)
-    os.makedirs(d, exist_ok=True)
     ready = os.path.join(WORK, name + ".ready")
-    if os.path.exists(ready):
-        os.unlink(ready)
-    p = subprocess.Popen([WRITER, "--dir", d, "--ready", ready, "--threads", "2"])
-    for _ in range(200):
-        if os.path.exists(ready):
-            return p
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("demo writer did not start")
+    return procs.start_ready([WRITER, "--dir", procs.instance_dir(WORK, name), "--ready", ready, "--threads", "2"],
+                             ready, "demo writer")
 
 
 def selected(screen):
@@ -86,9 +58,8 @@ os.makedirs(WORK)
 writer = start_writer("live")
 marker = os.path.join(WORK, "exit-code")
 try:
-    env_cmd = (f"RINGLOG_DIR={WORK} TERM=xterm {STAT} -n live --interval 0.2; "
-               f"echo $? > {marker}; sleep 30")
-    tmux("new-session", "-d", "-s", SESSION, "-x", "150", "-y", "40", "sh", "-c", env_cmd)
+    tmuxlib.run_in_session(tmux, SESSION, f"RINGLOG_DIR={WORK} TERM=xterm {STAT} -n live --interval 0.2", marker,
+                           150, 40, linger=30)
 
     # Wait for a whole frame (curses draws incrementally: the status bar comes last).
     s = wait_for(lambda s: "AVG_1000" in s and "MAIN.client_req" in s and "Refresh 0.2s" in s
@@ -165,30 +136,23 @@ try:
 
     # Writer restart: the screen notices it is gone, then reattaches to the new one.
     old = writer.pid
-    writer.send_signal(signal.SIGTERM)
-    writer.wait(timeout=10)
+    procs.stop(writer, timeout=10)
     wait_for(lambda s: f"pid {old} (not running)" in s, "writer gone is shown")
     writer = start_writer("live")
     s = wait_for(lambda s: f"Writer:  pid {writer.pid} (running)" in s, "reattached to the restarted writer", 15)
     # Instance removed altogether: waits, then comes back.
-    writer.send_signal(signal.SIGTERM)
-    writer.wait(timeout=10)
+    procs.stop(writer, timeout=10)
     shutil.rmtree(os.path.join(WORK, "live"))
     wait_for(lambda s: "instance gone" in s, "instance removed is shown")
     writer = start_writer("live")
     wait_for(lambda s: f"Writer:  pid {writer.pid} (running)" in s, "back after the instance reappears", 15)
 
     keys("q")
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not os.path.exists(marker):
-        time.sleep(0.1)
-    code = open(marker).read().strip() if os.path.exists(marker) else None
+    code = tmuxlib.exit_code(marker)
     check(code == "0", f"q quits with exit code 0 (got {code})")
 finally:
-    tmux("kill-server", check_rc=False)
-    if writer.poll() is None:
-        writer.send_signal(signal.SIGTERM)
-        writer.wait(timeout=10)
+    tmux.kill_server()
+    procs.stop(writer, timeout=10)
 
 if failures:
     print(f"{len(failures)} check(s) failed")

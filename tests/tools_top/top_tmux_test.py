@@ -11,47 +11,26 @@ usage: top_tmux_test.py RINGLOG_TOP WRITER WORKDIR
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
+import tmux as tmuxlib  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
+from tmux import exit_code  # noqa: E402
+
 TOP, WRITER, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 SOCK = f"ringlog-top-test-{os.getpid()}"
-failures = []
 
 ROW = re.compile(r"^\s*(\d+\.\d\d) (\S+)\s+(\S.*?)\s*$")
-
-
-def check(cond, what, screen=None):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-        if screen is not None:
-            print("---- screen ----\n" + screen + "\n----------------", flush=True)
-
-
-def tmux(*args, check_rc=True):
-    r = subprocess.run(["tmux", "-L", SOCK, *args], capture_output=True, text=True, timeout=20)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError(f"tmux {args}: {r.stderr}")
-    return r
-
-
-def capture(session):
-    return tmux("capture-pane", "-p", "-t", session).stdout
+tmux = tmuxlib.Tmux(SOCK)
+capture = tmux.capture
 
 
 def wait_for(session, pred, what, timeout=15.0):
-    end = time.monotonic() + timeout
-    s = ""
-    while time.monotonic() < end:
-        s = capture(session)
-        if pred(s):
-            return s
-        time.sleep(0.1)
-    check(False, what, s)
-    return s
+    return tmux.wait_screen(session, pred, what, timeout)
 
 
 def rows(screen):
@@ -64,36 +43,17 @@ def rows(screen):
 
 
 def start(session, args, marker, width=100, height=30):
-    cmd = (f"RINGLOG_DIR={WORK} TERM=xterm {TOP} {args}; echo $? > {marker}; sleep 60")
-    tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), "sh", "-c", cmd)
-
-
-def exit_code(marker, timeout=10):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not os.path.exists(marker):
-        time.sleep(0.1)
-    return open(marker).read().strip() if os.path.exists(marker) else None
+    tmuxlib.run_in_session(tmux, session, f"RINGLOG_DIR={WORK} TERM=xterm {TOP} {args}", marker, width, height)
 
 
 def start_writer(name, *extra):
-    d = os.path.join(WORK, name)
-    os.makedirs(d, exist_ok=True)
     ready = os.path.join(WORK, name + ".ready")
-    if os.path.exists(ready):
-        os.unlink(ready)
-    p = subprocess.Popen([WRITER, "--ring", os.path.join(d, "ring"), "--ready", ready, *extra])
-    for _ in range(200):
-        if os.path.exists(ready):
-            return p
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("writer did not start")
+    return procs.start_ready([WRITER, "--ring", procs.ring_path(WORK, name), "--ready", ready, *extra], ready,
+                             "writer")
 
 
 def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=10)
+    procs.stop(p, timeout=10)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
