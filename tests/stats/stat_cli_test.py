@@ -10,19 +10,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
+
 STAT, WRITER, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
 
 
 def stat(*args, timeout=30):
@@ -31,23 +27,9 @@ def stat(*args, timeout=30):
 
 
 def start_writer(name, *extra):
-    d = os.path.join(WORK, name)
-    os.makedirs(d, exist_ok=True)
     ready = os.path.join(WORK, name + ".ready")
-    if os.path.exists(ready):
-        os.unlink(ready)
-    p = subprocess.Popen([WRITER, "--dir", d, "--ready", ready, *extra])
-    for _ in range(200):
-        if os.path.exists(ready):
-            return p
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("demo writer did not start")
-
-
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    p.wait(timeout=10)
+    return procs.start_ready([WRITER, "--dir", procs.instance_dir(WORK, name), "--ready", ready, *extra], ready,
+                             "demo writer")
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -180,7 +162,7 @@ try:
     check(r.stdout.split()[:2] == ["MAIN.client_req", "1000"] and "RING.msgs_written" in r.stdout,
           "-n RINGFILE: " + r.stdout + r.stderr)
 finally:
-    stop(w)
+    procs.stop(w, timeout=10)
 
 # A damaged stats file (no ring beside it): exit 3 with the reason.
 os.makedirs(os.path.join(WORK, "broken"))
@@ -202,7 +184,7 @@ try:
     # It reads the instance as soon as it exists: the counters may still be filling in.
     check("STAT.uptime" in json.loads(out)["counters"], "-t: reads the late instance")
 finally:
-    stop(w)
+    procs.stop(w, timeout=10)
 
 if failures:
     print(f"{len(failures)} check(s) failed")

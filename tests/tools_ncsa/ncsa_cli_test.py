@@ -16,18 +16,14 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import checks  # noqa: E402
+import procs  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
+from procs import wait_for  # noqa: E402
+
 NCSA, WRITER, WORK, GOLDEN = sys.argv[1:5]
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 ENV = dict(os.environ, RINGLOG_DIR=WORK, TZ="UTC")
-failures = []
-
-
-def check(cond, what, detail=None):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-        if detail is not None:
-            print("----\n" + str(detail) + "\n----", flush=True)
 
 
 def ncsa(*args, timeout=30, stdin=None):
@@ -35,15 +31,7 @@ def ncsa(*args, timeout=30, stdin=None):
 
 
 def golden(name, out):
-    path = os.path.join(GOLDEN, name)
-    if UPDATE:
-        with open(path, "wb") as f:
-            f.write(out)
-        return
-    with open(path, "rb") as f:
-        want = f.read()
-    check(out == want, f"golden {name}", f"got:\n{out.decode('utf-8', 'backslashreplace')}\n"
-                                          f"want:\n{want.decode('utf-8', 'backslashreplace')}")
+    checks.golden(os.path.join(GOLDEN, name), out)
 
 
 def writer(*args):
@@ -53,38 +41,13 @@ def writer(*args):
 
 
 def start_live(name, rate=100):
-    d = os.path.join(WORK, name)
-    os.makedirs(d, exist_ok=True)
     ready = os.path.join(WORK, name + ".ready")
-    if os.path.exists(ready):
-        os.unlink(ready)
-    p = subprocess.Popen([WRITER, "--ring", os.path.join(d, "ring"), "--live", "--rate", str(rate), "--ready", ready])
-    for _ in range(200):
-        if os.path.exists(ready):
-            return p
-        time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("live writer did not start")
+    return procs.start_ready([WRITER, "--ring", procs.ring_path(WORK, name), "--live", "--rate", str(rate),
+                              "--ready", ready], ready, "live writer")
 
 
 def stop(p, sig=signal.SIGTERM):
-    if p.poll() is None:
-        p.send_signal(sig)
-    try:
-        return p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        return None
-
-
-def wait_for(pred, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
+    return procs.stop(p, sig, timeout=10)
 
 
 def read(path):

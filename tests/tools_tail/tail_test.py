@@ -17,17 +17,16 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import checks  # noqa: E402
+import procs  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
+from procs import wait_for  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "golden")
 CASE, RINGLOG, WRITER, WORK = sys.argv[1:5]
 ENV = dict(os.environ, RINGLOG_DIR=os.path.join(WORK, "instances"))
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(args, stdin=None, timeout=30, cwd=None):
@@ -40,22 +39,11 @@ def writer(*args, timeout=60):
 
 
 def ring_path(name):
-    d = os.path.join(ENV["RINGLOG_DIR"], name)
-    os.makedirs(d, exist_ok=True)
-    return os.path.join(d, "ring")
+    return procs.ring_path(ENV["RINGLOG_DIR"], name)
 
 
 def golden(name, text):
-    path = os.path.join(GOLDEN, name)
-    if os.environ.get("UPDATE_GOLDEN"):
-        with open(path, "w") as f:
-            f.write(text)
-        return
-    with open(path) as f:
-        want = f.read()
-    if text != want:
-        print(f"--- golden {name} differs; got:\n{text}")
-    check(text == want, f"golden {name}")
+    checks.golden(os.path.join(GOLDEN, name), text.encode())
 
 
 def start(args):
@@ -71,15 +59,6 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
         p.kill()
         out, err = p.communicate()
     return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
-def wait_for(pred, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def known_instance(name="known"):

@@ -13,18 +13,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import checks  # noqa: E402
+from checks import FAILURES as failures, check  # noqa: E402
+
 TOP, WRITER, WORK, GOLDEN = sys.argv[1:5]
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 ENV = dict(os.environ, RINGLOG_DIR=WORK)
-failures = []
-
-
-def check(cond, what, detail=None):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-        if detail is not None:
-            print("----\n" + str(detail) + "\n----", flush=True)
 
 
 def top(*args, timeout=30, stdin=None):
@@ -32,15 +26,7 @@ def top(*args, timeout=30, stdin=None):
 
 
 def golden(name, out):
-    path = os.path.join(GOLDEN, name)
-    if UPDATE:
-        with open(path, "wb") as f:
-            f.write(out)
-        return
-    with open(path, "rb") as f:
-        want = f.read()
-    check(out == want, f"golden {name}", f"got:\n{out.decode('utf-8', 'backslashreplace')}\n"
-                                          f"want:\n{want.decode('utf-8', 'backslashreplace')}")
+    checks.golden(os.path.join(GOLDEN, name), out)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
