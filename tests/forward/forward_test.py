@@ -8,7 +8,6 @@ rsyslogd runs in the foreground (-n) with its own config, pid file and work
 directory under WORKDIR, listening on 127.0.0.1 only; it is stopped by pid. Every
 wait is bounded. Transactions carry their number in the URL (/seq/NNNNNN).
 """
-import ctypes
 import json
 import os
 import re
@@ -19,6 +18,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
+from procs import free_port, pdeathsig as die_with_parent  # noqa: E402
+
 CASE, FWD, WRITER, WORK, STAT = sys.argv[1:6]
 TAIL = sys.argv[6] if len(sys.argv) > 6 else None  # the `ringlog` tool, for the filters case
 RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
@@ -27,11 +30,6 @@ os.makedirs(WORK)
 INST = os.path.join(WORK, "inst")
 ENV = dict(os.environ, RINGLOG_DIR=INST)
 CHILDREN = []
-
-
-def die_with_parent():
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def fail(msg):
@@ -46,21 +44,8 @@ def fail(msg):
 
 
 def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.05)
-    if not pred():
+    if not procs.wait_for(pred, timeout):
         fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    s = socket.socket(socket.AF_INET, kind)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Rsyslog:
@@ -123,13 +108,8 @@ class Rsyslog:
             probe.close()
 
     def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            procs.stop(self.proc, sig, timeout=15)
         self.proc = None
 
 
@@ -153,8 +133,7 @@ def seqs(path):
 
 
 def create_ring(name, size):
-    path = os.path.join(INST, name, "ring")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = procs.ring_path(INST, name)
     subprocess.run([WRITER, "create", path, str(size)], check=True, timeout=30)
     return path
 
@@ -177,11 +156,8 @@ def write(ring, first, count, rate, readers=1):
 
 
 def stop(p, expect=0, timeout=30):
-    p.send_signal(signal.SIGTERM)
-    try:
-        rc = p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
+    rc = procs.stop(p, timeout=timeout)
+    if rc is None:
         fail("the forwarder did not stop after SIGTERM")
     if expect is not None and rc != expect:
         fail(f"the forwarder exited with {rc}, expected {expect}")
