@@ -334,6 +334,18 @@ int main(int argc, char** argv) {
       auto slash = ring.rfind('/');
       path = (slash == std::string::npos ? std::string(".") : ring.substr(0, slash)) + "/forward.stats";
     }
+    // A stats file has one writer: replacing the file of a running forwarder would hide
+    // its counters (it would go on counting in a file nobody can open).
+    try {
+      ringlog::stats::Snapshot snap = ringlog::stats::StatsReader::open(path).snapshot();
+      if (snap.writer_alive && snap.writer_pid != ::getpid()) {
+        say("the counters file " + path + " belongs to a running process (pid " + std::to_string(snap.writer_pid) +
+            ", another ringlog-forward?); give this one its own with --stats FILE, or use --no-stats");
+        return tool::kExitRuntime;
+      }
+    } catch (const std::exception&) {
+      // No file, or not a readable stats file: create() replaces it.
+    }
     try {
       stats.emplace(ringlog::stats::Stats::create(path));
     } catch (const std::exception& e) {

@@ -539,7 +539,18 @@ def case_cli():
     c = stats_counters(os.path.join(INST, "c", "forward.stats"))
     if c.get(key + "lost") != 10 or c.get(key + "queued") != 0:
         fail(f"flush timeout counters: {c}")
-    print("ok: usage errors exit 2, a missing ring 1, undelivered messages at exit are counted and exit 1")
+    # A second forwarder on the instance without a counters file of its own is refused
+    # (exit 1): replacing the file would hide the running one's counters.
+    pa = free_port()
+    fa = forwarder("first", ["-t", "10", f"a=tcp://127.0.0.1:{pa}"], "c")
+    cstats = os.path.join(INST, "c", "forward.stats")
+    wait_for(lambda: "FORWARD.a.failed" in stats_counters(cstats), 60, "the first forwarder's counters")
+    r = run(["-n", "c", "-t", "0", "b=tcp://127.0.0.1:9"])
+    if r.returncode != 1 or "--stats FILE" not in r.stderr or "FORWARD.a.failed" not in stats_counters(cstats):
+        fail(f"second forwarder on one counters file: exit {r.returncode}, stderr {r.stderr!r}")
+    stop(fa)
+    print("ok: usage errors exit 2, a missing ring 1, undelivered messages at exit are counted and exit 1, "
+          "a second forwarder on one counters file is refused")
 
 
 {"rsyslog_tcp": case_rsyslog_tcp, "rsyslog_restart": case_rsyslog_restart, "rsyslog_udp": case_rsyslog_udp,
