@@ -425,6 +425,31 @@ int main(int argc, char** argv) {
       fw::append_rfc5424(m, hdr, msgid, ts, line);
       fwd.push(std::move(m));
     };
+    // drop-oldest reports: the first at once, then at most one line a second.
+    std::uint64_t dropped_unsaid = 0, dropped_in_stall = 0;
+    fw::Clock::time_point last_drop_say{};
+    auto say_drops = [&](bool now_anyway) {
+      if (!dropped_unsaid) return;
+      const auto now = fw::Clock::now();
+      if (!now_anyway && now - last_drop_say < 1s) return;
+      say("drop-oldest: gave up " + std::to_string(dropped_unsaid) + " messages (" + std::to_string(dropped_in_stall) +
+          " in this stall; counted in FORWARD.*.lost)");
+      dropped_unsaid = 0;
+      last_drop_say = now;
+    };
+    // The end of a stall is said once the ring behind the pin is below half of
+    // --stall-fill and the buffer has room (checked while reading and when idle); half,
+    // so that drop-oldest hovering at the threshold is one stall, not many.
+    auto check_stall_over = [&] {
+      say_drops(false);
+      if (!stalled || fwd.full()) return;
+      double fill = gauge.fill(loop.ring_path()) * 100;
+      if (fill >= stall_fill / 2) return;
+      say_drops(true);
+      stalled = false;
+      dropped_in_stall = 0;
+      say("stall over: the ring is " + std::to_string(static_cast<int>(fill)) + "% full behind the forwarder");
+    };
     // Backpressure: while the buffer is full, the pinned reader stays where it is and
     // the ring fills behind it; past --stall-fill the policy decides.
     auto make_room = [&] {
@@ -440,12 +465,11 @@ int main(int argc, char** argv) {
           }
           if (drop_oldest) {
             std::size_t n = fwd.drop_oldest(fo.queue_bytes * 3 / 4);
-            say("drop-oldest: gave up " + std::to_string(n) + " messages (counted in FORWARD.*.lost)");
+            dropped_unsaid += n;
+            dropped_in_stall += n;
+            say_drops(false);
             break;
           }
-        } else if (stalled) {
-          stalled = false;
-          say("stall over: the ring is " + std::to_string(static_cast<int>(fill)) + "% full");
         }
         fwd.poll(20ms);
         drain_check(false);
@@ -499,11 +523,13 @@ int main(int argc, char** argv) {
       g_attached = 1;
       since_poll = 0;
       fwd.poll(fwd.busy() ? 5ms : 0ms);
+      check_stall_over();
       drain_check(true);
     });
     loop.on_tick([&] {
       g_attached = 1;
       fwd.poll(0ms);
+      check_stall_over();
       drain_check(false);
     });
 
@@ -518,6 +544,7 @@ int main(int argc, char** argv) {
     }
     auto deadline = draining ? drain_deadline : fw::Clock::now() + flush_for;
     while (!fwd.drained() && fw::Clock::now() < deadline && g_term_signals < 2) fwd.poll(20ms);
+    say_drops(true);
     if (left_unread) {
       say(std::to_string(left_unread) +
           " bytes of messages written to the ring before the signal were left unread (" +

@@ -358,6 +358,8 @@ def stall_run(policy):
         lost = stats_counters(stats)[key + "lost"]
         if lost:
             fail(f"block-writers: the forwarder gave up {lost} messages")
+    # The collector is back and the backlog delivered: the end of the stall is said.
+    wait_for(lambda: "stall over" in stderr_of(policy), 60, "'stall over' on the forwarder's stderr")
     stop(f)
     rs.stop()
     got = seqs(out)
