@@ -353,6 +353,19 @@ def case_files():
     rc, old, _ = run(["-r", fw + ".1", "-g", "raw", "-i", "ReqURL"])
     rc, new, _ = run(["-r", fw, "-g", "raw", "-i", "ReqURL"])
     check(old.count("/live/") == 3 and new.count("/live/") == 2, f"rotation: old {old!r} new {new!r}")
+    # The same for a text file (-w -A).
+    ft = os.path.join(WORK, "rot.txt")
+    p = start(["-n", "rot", "-g", "raw", "-i", "ReqURL", "-w", ft, "-A"])
+    time.sleep(0.5)
+    writer("live", live, 3, 10)
+    check(wait_for(lambda: os.path.exists(ft) and open(ft).read().count("/live/") == 3), "-w -A writes while tailing")
+    os.rename(ft, ft + ".1")
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: os.path.exists(ft)), "SIGHUP reopened the text file")
+    writer("live", live, 2, 10)
+    check(wait_for(lambda: open(ft).read().count("/live/") == 2), "-w -A: lines after SIGHUP go to the new file")
+    rc, _, err = stop(p)
+    check(rc == 0 and open(ft + ".1").read().count("/live/") == 3, f"-w -A rotation: rc {rc} {err}")
 
 
 # ---------------------------------------------------------------- live
