@@ -986,9 +986,6 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     have_discard = false;
     pos += f.span;
   }
-  if (rep.bad_records)
-    rep.fixed.push_back(fmt("%" PRIu64 " messages start like record batches but do not decode (kept; readers report them)",
-                            rep.bad_records));
   kept.push_back(limit);
 
   // -- readers: RC bytes and reader slots.
@@ -1082,6 +1079,11 @@ std::string format_report(const RepairReport& r, bool json) {
     return out;
   }
   for (auto& f : r.fixed) out += "fixed: " + f + "\n";
+  // Found, not fixed: such messages are kept as they are (readers report them), so
+  // they alone leave the ring clean, and a second repair finds the same.
+  if (r.bad_records)
+    out += fmt("found: %" PRIu64 " messages start like record batches but do not decode (kept; readers report them)\n",
+               r.bad_records);
   if (r.fixed.empty()) out += "clean: nothing to repair\n";
   out += fmt("kept %" PRIu64 " messages (%" PRIu64 " bytes), discarded %" PRIu64 " (%" PRIu64 " bytes)\n",
              r.kept_msgs, r.kept_bytes, r.discarded_msgs, r.discarded_bytes);

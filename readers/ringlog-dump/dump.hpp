@@ -117,7 +117,7 @@ struct RepairReport {
   std::uint64_t kept_msgs = 0, kept_bytes = 0;
   std::uint64_t discarded_msgs = 0, discarded_bytes = 0;  // framed bytes
   std::uint64_t torn_batches = 0;
-  std::uint64_t bad_records = 0;         // data messages whose record batch does not decode
+  std::uint64_t bad_records = 0;         // data messages whose record batch does not decode (found, kept: no fix)
   bool changed() const noexcept { return !fixed.empty(); }
 };
 enum class RepairStatus : std::uint8_t { clean, repaired, refused, unrecoverable };

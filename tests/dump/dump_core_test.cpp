@@ -518,3 +518,23 @@ TEST(DumpRepair, DamagedTailIsRebuiltFromBytesWritten) {
   EXPECT_FALSE(img2.positions_ok);
   EXPECT_EQ(payloads(rd::walk(img2, {})).back(), msgs.back());
 }
+
+TEST(DumpRepair, UndecodableRecordBatchesAreFoundAndKeptNotFixed) {
+  auto b = fresh_ring();
+  RawRing rr(*b);
+  rr.append(std::string("\xb1\x05garbage", 9));  // the batch marker, then nothing that decodes
+  std::uint8_t hdr[kBatchHeaderMax], rec[kRecordHeaderMax];
+  std::string ok(reinterpret_cast<char*>(hdr), encode_batch_header(hdr, 7, VxidKind::client, kBatchFirst | kBatchLast));
+  ok.append(reinterpret_cast<char*>(rec), encode_record_header(rec, Tag::ReqURL, 2, false));
+  ok += "/x";
+  rr.append(ok);
+  std::vector<std::uint8_t> before(b->p, b->p + b->n);
+  rd::RepairReport rep;
+  EXPECT_EQ(repair_of(*b, rep), rd::RepairStatus::clean);  // nothing to change: a second repair agrees
+  EXPECT_EQ(rep.bad_records, 1u);
+  EXPECT_EQ(rep.kept_msgs, 2u);
+  EXPECT_EQ(std::vector<std::uint8_t>(b->p, b->p + b->n), before);
+  std::string text = rd::format_report(rep, false);
+  EXPECT_NE(text.find("found: 1 messages start like record batches but do not decode"), std::string::npos) << text;
+  EXPECT_NE(rd::format_report(rep, true).find("\"bad_records\":1"), std::string::npos);
+}
