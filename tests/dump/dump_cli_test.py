@@ -86,6 +86,25 @@ def main():
     check(hashlib.sha256(open(ring, "rb").read()).hexdigest() == before and os.stat(ring).st_mtime_ns == mtime,
           "dump changed the file")
 
+    # The system calls say so for every mode: the ring is opened O_RDONLY and mapped
+    # PROT_READ (as root, a 0444 file could still be opened for writing).
+    if shutil.which("strace"):
+        size = os.path.getsize(ring)
+        for mode in (["-r"], ["-d"], ["-i"], ["-i", "-j"], ["-r", "-j", "-s", "-l"]):
+            log = os.path.join(work, "strace.log")
+            st = subprocess.run(["strace", "-f", "-e", "trace=openat,open,mmap", "-o", log, tool, *mode, ring],
+                                capture_output=True, timeout=60)
+            if st.returncode != 0 and b"ptrace" in st.stderr:
+                print("strace cannot trace here; the system-call check is skipped")
+                break
+            calls = open(log).read().splitlines()
+            opens = [c for c in calls if f'"{ring}"' in c]
+            check(opens and all("O_RDONLY" in c and "O_RDWR" not in c and "O_WRONLY" not in c for c in opens),
+                  f"{mode}: ring opened {opens}")
+            shared = [c for c in calls if "MAP_SHARED" in c]
+            check(len(shared) == 1 and f"mmap(NULL, {size}, PROT_READ, MAP_SHARED," in shared[0],
+                  f"{mode}: shared mappings {shared}")
+
     # -- usage errors (2) and unreadable input (3)
     for args in (["--bogus", ring], [], ["--raw", "--records", ring], ["--repair", ring],
                  ["--repair", "-o", os.path.join(work, "x"), "--in-place", ring], ["-o", "x", ring],
