@@ -28,6 +28,8 @@
 #   the part-2 ringproxy runs, default "writev io_uring").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BENCH_NAME=bench_cache
+. bench/lib.sh
 BUILD=${1:-build-bench}
 DURATION=${DURATION:-8}
 CONNS=${CONNS:-32}
@@ -39,76 +41,20 @@ PART=${PART:-both}
 READERS=${READERS:-1}
 P2_TRANSPORTS=${P2_TRANSPORTS:-writev io_uring}
 
-for tool in wrk curl varnishd varnishlog varnishstat strace cmake ps; do
-  command -v "$tool" >/dev/null || { echo "bench_cache: $tool is missing (scripts/install-deps.sh)" >&2; exit 1; }
-done
-[ -x /usr/bin/python3 ] || { echo "bench_cache: /usr/bin/python3 is missing" >&2; exit 1; }
-
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target ringproxy ringlog_test_origin ringlog-stat ringlog-tail >/dev/null
+need wrk curl varnishd varnishlog varnishstat strace cmake ps
+bench_build "$BUILD" ringproxy ringlog_test_origin ringlog-stat ringlog-tail
 PROXY=$BUILD/proxy/server/ringproxy
 ORIGIN=$BUILD/tests/origin/ringlog_test_origin
 STAT=$BUILD/readers/ringlog-stat/ringlog-stat
 RLOG=$BUILD/readers/ringlog-tail/ringlog
 for b in "$PROXY" "$ORIGIN" "$STAT" "$RLOG"; do
-  [ -x "$b" ] || { echo "bench_cache: $b was not built" >&2; exit 1; }
+  [ -x "$b" ] || die "$b was not built"
 done
-
-WORK=$(mktemp -d /tmp/bench_cache.XXXXXX)
-chmod 755 "$WORK"
-export RINGLOG_DIR=$WORK/instances
-mkdir -p "$RINGLOG_DIR"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-die() { echo "bench_cache: $*" >&2; exit 1; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
-# stop PID: SIGTERM one process we started, wait for it, drop it from the list.
-stop() {
-  local p=$1 q keep=()
-  kill "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-  for q in "${pids[@]}"; do [ "$q" = "$p" ] || keep+=("$q"); done
-  pids=("${keep[@]}")
-}
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-ratio() { /usr/bin/python3 -c "print('%.2f' % ($1 / $2) if float($2) else '-')"; }
-# secs VALUE: a wrk latency (us, ms, s) in seconds.
-secs() {
-  /usr/bin/python3 -c '
-import sys
-x = sys.argv[1]
-for u, m in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
-    if x.endswith(u):
-        print(float(x[:-len(u)]) * m); break
-else:
-    print(float(x))' "$1"
-}
-median() { /usr/bin/python3 -c 'import sys; v = sorted(map(float, sys.argv[1:])); print("%.4g" % v[len(v) // 2] if v else "-")' "$@"; }
-
-OPORT=$(free_port)
-"$ORIGIN" -p "$OPORT" -t 1 >/dev/null &
-pids+=($!)
-wait_port "$OPORT" || die "ringlog_test_origin did not start"
+bench_workdir
+start_origin
 
 # start_proxy INSTANCE PORT BACKEND_PORT EXTRA...: a ringproxy; its pid in $LAST.
-start_proxy() {
-  local inst=$1 port=$2 be=$3
-  shift 3
-  "$PROXY" -n "$inst" -a "127.0.0.1:$port" -t "$THREADS" -b "o=127.0.0.1:$be" --health-path /size/0 \
-    --ring-size 256M "$@" 2>"$WORK/$inst.err" &
-  LAST=$!
-  pids+=($LAST)
-  wait_port "$port" || { cat "$WORK/$inst.err" >&2; die "ringproxy $inst did not start"; }
-}
+start_proxy() { start_ringproxy "$PROXY" "$@"; }
 # start_varnish NAME PORT VCL_FILE EXTRA...: a varnishd in the foreground (-F), its own -n
 # directory, no CLI port (-T none), no jail; the manager's pid in $LAST.
 start_varnish() {
@@ -170,7 +116,7 @@ VCL
   echo "  varnishd: -s malloc,256m, default thread pools, varnishlog -g request reader: $([ "$READERS" = 1 ] && echo attached || echo none)"
   echo "  $ROUNDS rounds, order alternating"
   local -a R_RPS V_RPS RATIOS R_P99 V_P99
-  local round name port out rps p50 p99 reqs h0 h1 m0 m1 hit_field miss_field first second
+  local round name port h0 h1 m0 m1 first second
   for round in $(seq "$ROUNDS"); do
     if [ $((round % 2)) = 1 ]; then first=ringproxy; second=varnishd; else first=varnishd; second=ringproxy; fi
     echo "  round $round (load $(load)):"
@@ -181,22 +127,16 @@ VCL
       else
         h0=$(varnish_counter varnish-hits MAIN.cache_hit); m0=$(varnish_counter varnish-hits MAIN.cache_miss)
       fi
-      out=$(wrk -t 2 -c "$CONNS" -d "${DURATION}s" --latency "http://127.0.0.1:$port$url_path")
+      wrk_run -t 2 -c "$CONNS" -d "${DURATION}s" --latency "http://127.0.0.1:$port$url_path"
       if [ "$name" = ringproxy ]; then
         h1=$(proxy_counter bench-cache MAIN.cache_hit); m1=$(proxy_counter bench-cache MAIN.cache_miss)
       else
         h1=$(varnish_counter varnish-hits MAIN.cache_hit); m1=$(varnish_counter varnish-hits MAIN.cache_miss)
       fi
-      rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-      p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
-      p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-      reqs=$(awk '/requests in/ {print $1}' <<<"$out")
       printf '    %-10s %10s req/s  p50 %-9s p99 %-9s  %s requests, cache_hit +%s, cache_miss +%s\n' \
-        "$name" "$rps" "$p50" "$p99" "$reqs" "$((h1 - h0))" "$((m1 - m0))"
-      if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
-        echo "      ($name: $(grep 'Non-2xx\|Socket errors' <<<"$out" | tr '\n' ' '))"
-      fi
-      if [ "$name" = ringproxy ]; then R_RPS+=("$rps"); R_P99+=("$(secs "$p99")"); else V_RPS+=("$rps"); V_P99+=("$(secs "$p99")"); fi
+        "$name" "$WRK_RPS" "$WRK_P50" "$WRK_P99" "$WRK_REQS" "$((h1 - h0))" "$((m1 - m0))"
+      if [ -n "$WRK_ERRORS" ]; then echo "      ($name: $WRK_ERRORS)"; fi
+      if [ "$name" = ringproxy ]; then R_RPS+=("$WRK_RPS"); R_P99+=("$(secs "$WRK_P99")"); else V_RPS+=("$WRK_RPS"); V_P99+=("$(secs "$WRK_P99")"); fi
     done
     RATIOS+=("$(ratio "${R_RPS[-1]}" "${V_RPS[-1]}")")
     echo "    ringproxy/varnishd req/s: ${RATIOS[-1]}x, p99 ringproxy/varnishd: $(ratio "${R_P99[-1]}" "${V_P99[-1]}")x"
@@ -256,13 +196,10 @@ syscalls_per_response() {
 }
 # pass_throughput URL: wrk -t1 -c1; sets MBS and PRPS.
 pass_throughput() {
-  local out
-  out=$(wrk -t 1 -c 1 -d "${PASS_DURATION}s" --timeout 60s "$1")
-  PRPS=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-  MBS=$(awk '/^Transfer\/sec/ {v = $2; if (v ~ /GB$/) x = v * 1024; else if (v ~ /MB$/) x = v + 0; else if (v ~ /KB$/) x = v / 1024; else x = v / 1048576; printf "%.0f", x}' <<<"$out")
-  if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
-    echo "      (wrk: $(grep 'Non-2xx\|Socket errors' <<<"$out" | tr '\n' ' '))"
-  fi
+  wrk_run -t 1 -c 1 -d "${PASS_DURATION}s" --timeout 60s "$1"
+  PRPS=$WRK_RPS
+  MBS=$(awk '/^Transfer\/sec/ {v = $2; if (v ~ /GB$/) x = v * 1024; else if (v ~ /MB$/) x = v + 0; else if (v ~ /KB$/) x = v / 1024; else x = v / 1048576; printf "%.0f", x}' <<<"$WRK_OUT")
+  if [ -n "$WRK_ERRORS" ]; then echo "      (wrk: $WRK_ERRORS)"; fi
 }
 
 part2() {

@@ -14,77 +14,46 @@
 # Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BENCH_NAME=bench_proxy
+. bench/lib.sh
 BUILD=${1:-build-bench}
 DURATION=${DURATION:-8}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target ringproxy ringproxy-notrace ringlog_test_origin proxy_log_reader >/dev/null
+need wrk haproxy cmake
+bench_build "$BUILD" ringproxy ringproxy-notrace ringlog_test_origin proxy_log_reader
 PROXY=$BUILD/proxy/server/ringproxy
 NOTRACE=$BUILD/proxy/server/ringproxy-notrace
 ORIGIN=$BUILD/tests/origin/ringlog_test_origin
 READER=$BUILD/tests/proxy/proxy_log_reader
-command -v wrk >/dev/null || { echo "wrk is missing (scripts/install-deps.sh)"; exit 1; }
-command -v haproxy >/dev/null || { echo "haproxy is missing (scripts/install-deps.sh)"; exit 1; }
-
-WORK=$(mktemp -d /tmp/bench_proxy.XXXXXX)
-export RINGLOG_DIR=$WORK/instances
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+bench_workdir
 
 # run_wrk NAME URL [SECONDS]: one wrk run; appends req/s, p50 and p99 to NAME's lists.
 declare -A RPS P50 P99
 run_wrk() {
-  local name=$1 url=$2 dur=${3:-$DURATION} out
-  out=$(wrk -t 2 -c "$CONNS" -d "${dur}s" --latency "$url")
-  RPS[$name]+="$(awk '/^Requests\/sec/ {print $2}' <<<"$out") "
-  P50[$name]+="$(awk '$1 == "50%" {print $2}' <<<"$out") "
-  P99[$name]+="$(awk '$1 == "99%" {print $2}' <<<"$out") "
-  if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
-    echo "  ($name: $(grep 'Non-2xx\|Socket errors' <<<"$out" | tr '\n' ' '))"
-  fi
-}
-# median VALUES...: the median, values in wrk's units (us, ms, s) or plain numbers.
-median() {
-  /usr/bin/python3 -c '
-import sys
-def sec(x):
-    for u, m in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
-        if x.endswith(u):
-            return float(x[:-len(u)]) * m
-    return float(x)
-v = sorted(sys.argv[1:], key=sec)
-print(v[len(v) // 2] if v else "-")' $1
+  local name=$1 url=$2 dur=${3:-$DURATION}
+  wrk_run -t 2 -c "$CONNS" -d "${dur}s" --latency "$url"
+  RPS[$name]+="$WRK_RPS "
+  P50[$name]+="$WRK_P50 "
+  P99[$name]+="$WRK_P99 "
+  if [ -n "$WRK_ERRORS" ]; then echo "  ($name: $WRK_ERRORS)"; fi
 }
 report() {
-  printf '  %-30s %10s req/s   p50 %-9s p99 %-9s (req/s per run: %s)\n' "$1" "$(median "${RPS[$1]}")" \
-    "$(median "${P50[$1]}")" "$(median "${P99[$1]}")" "${RPS[$1]}"
+  # shellcheck disable=SC2086 # the lists split into their values
+  printf '  %-30s %10s req/s   p50 %-9s p99 %-9s (req/s per run: %s)\n' "$1" "$(median ${RPS[$1]})" \
+    "$(median ${P50[$1]})" "$(median ${P99[$1]})" "${RPS[$1]}"
 }
 start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
   local bin=$1 inst=$2 port=$3
   shift 3
   # --cache off: every request is proxied, as haproxy does (bench_cache.sh measures hits).
-  "$bin" -n "$inst" -a "127.0.0.1:$port" -t "$THREADS" -b "o=127.0.0.1:$OPORT" --health-path /size/0 \
-    --ring-size 256M --cache off "$@" 2>/dev/null &
-  pids+=($!)
-  wait_port "$port"
+  start_ringproxy "$bin" "$inst" "$port" "$OPORT" --cache off "$@"
 }
 
-OPORT=$(free_port)
-"$ORIGIN" -p "$OPORT" -t 1 >/dev/null &
-pids+=($!)
-wait_port "$OPORT"
+start_origin
 
-echo "ringproxy benchmark: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "ringproxy benchmark: $(date -u +%FT%TZ), $(nproc) cores, load $(load)"
 echo "  wrk -t2 -c$CONNS -d${DURATION}s, 1 KiB responses; origin ringlog_test_origin -t 1; proxies $THREADS threads"
 echo "  $ROUNDS interleaved rounds, medians"
 
@@ -107,7 +76,7 @@ backend be
 HAPROXY
 haproxy -f "$WORK/haproxy.cfg" -db >/dev/null 2>&1 &
 pids+=($!)
-wait_port "$HPORT"
+wait_port "$HPORT" || die "haproxy did not start"
 FPORT=$(free_port)
 start_proxy "$PROXY" bench-full "$FPORT"                # the default tag mask: every record
 MPORT=$(free_port)
@@ -156,8 +125,8 @@ echo "Timestamp Process, seconds since request start (10% 20% ... 90%):"
 quantiles bench-trace-off "tracing off (runtime check)"
 quantiles bench-notrace "trace compiled out"
 
-ratio() { /usr/bin/python3 -c "print('%.2f' % ($1 / $2))"; }
-m() { median "${RPS[$1]}"; }
+# shellcheck disable=SC2086 # the list splits into its values
+m() { median ${RPS[$1]}; }
 echo
 echo "ratios (medians):"
 echo "  ringproxy full logging / haproxy 2.6:   $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6')")x  (target >= 1.0)"

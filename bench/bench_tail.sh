@@ -9,6 +9,8 @@
 # varnishd runs on 127.0.0.1 only, in a temp dir, and is stopped by pid at the end.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_NAME=bench_tail
+. "$ROOT/bench/lib.sh"
 BUILD=${1:-$ROOT/build-bench}
 RUNS=${2:-3}
 RINGLOG=$BUILD/readers/ringlog-tail/ringlog
@@ -17,22 +19,15 @@ for b in "$RINGLOG" "$WRITER"; do
   [ -x "$b" ] || { echo "missing $b: cmake --build $BUILD --target ringlog-tail tail_writer" >&2; exit 1; }
 done
 command -v varnishd >/dev/null || PATH=$PATH:/usr/sbin
-command -v varnishd >/dev/null && command -v varnishlog >/dev/null && command -v wrk >/dev/null ||
-  { echo "needs varnishd, varnishlog and wrk (scripts/install-deps.sh)" >&2; exit 1; }
+need varnishd varnishlog wrk curl
 
-WORK=$(mktemp -d /tmp/bench_tail.XXXXXX)
-VPID=""
-cleanup() {
-  if [ -n "$VPID" ]; then kill "$VPID" 2>/dev/null || true; wait "$VPID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_workdir
 
 # --- ringlog: a full 64 MiB ring of proxy-shaped transactions.
 "$WRITER" fill "$WORK/ring" $((64 << 20)) >/dev/null
 
 # --- varnish: synthetic responses (no backend), an 80 MB log filled by wrk.
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(free_port)
 cat >"$WORK/bench.vcl" <<'VCL'
 vcl 4.1;
 backend default none;
@@ -46,7 +41,7 @@ sub vcl_synth {
 VCL
 varnishd -n "$WORK/varnish" -a 127.0.0.1:$PORT -f "$WORK/bench.vcl" -s malloc,16m \
   -p vsl_space=80M -j none -F >"$WORK/varnishd.log" 2>&1 &
-VPID=$!
+pids+=("$!")
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
 # Fill the log: bounded wrk runs until varnishlog -d sees the log has wrapped
 # (the oldest vxid is no longer the first one).

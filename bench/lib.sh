@@ -1,0 +1,116 @@
+# shellcheck shell=bash disable=SC2034  # sets variables for the scripts that source it
+# bench/lib.sh: what the benchmark scripts share (sourced, never run):
+#   set -euo pipefail; BENCH_NAME=bench_x; . "$(dirname "$0")/lib.sh"
+# A scratch directory with the instances (RINGLOG_DIR) and a list of the pids started,
+# all stopped by pid and removed on exit; free loopback ports; the build step; wrk's
+# figures; medians and ratios; starting ringlog_test_origin and ringproxy.
+# Every server listens on 127.0.0.1.
+BENCH_NAME=${BENCH_NAME:-$(basename "$0" .sh)}
+
+die() { echo "$BENCH_NAME: $*" >&2; exit 1; }
+
+# need TOOL...: each must be on PATH.
+need() {
+  local t
+  for t in "$@"; do command -v "$t" >/dev/null || die "$t is missing (scripts/install-deps.sh)"; done
+  [ -x /usr/bin/python3 ] || die "/usr/bin/python3 is missing"
+}
+
+# bench_build BUILD TARGET...: configures BUILD (Release) if it is new, builds the targets
+# (from the top of the source tree).
+bench_build() {
+  local build=$1
+  shift
+  [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target "$@" >/dev/null
+}
+
+# bench_workdir: WORK (a fresh directory under /tmp, readable by varnishd's workers),
+# RINGLOG_DIR=$WORK/instances, the pid list `pids`; on exit every pid in it is stopped
+# and WORK removed.
+bench_workdir() {
+  WORK=$(mktemp -d "/tmp/$BENCH_NAME.XXXXXX")
+  chmod 755 "$WORK"
+  export RINGLOG_DIR=$WORK/instances
+  mkdir -p "$RINGLOG_DIR"
+  pids=()
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+bench_cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+# stop PID: SIGTERM one process we started, wait for it, drop it from the list.
+stop() {
+  local p=$1 q keep=()
+  kill "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+  for q in "${pids[@]}"; do [ "$q" = "$p" ] || keep+=("$q"); done
+  pids=("${keep[@]}")
+}
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_port PORT: until 127.0.0.1:PORT accepts a connection (at most 15 s).
+wait_port() { for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+# ratio A B: A/B to two decimals ("-" when B is 0).
+ratio() { /usr/bin/python3 -c "print('%.2f' % ($1 / $2) if float($2) else '-')"; }
+# secs VALUE: a wrk latency (us, ms, s) in seconds, 4 significant digits.
+secs() {
+  /usr/bin/python3 -c '
+import sys
+x = sys.argv[1]
+for u, m in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+    if x.endswith(u):
+        print("%.4g" % (float(x[:-len(u)]) * m)); break
+else:
+    print("%.4g" % float(x))' "$1"
+}
+# median VALUE...: the median as given ("-" for none); values are plain numbers or wrk
+# latencies (us, ms, s), compared in seconds.
+median() {
+  /usr/bin/python3 -c '
+import sys
+def sec(x):
+    for u, m in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+        if x.endswith(u):
+            return float(x[:-len(u)]) * m
+    return float(x)
+v = sorted(sys.argv[1:], key=sec)
+print(v[len(v) // 2] if v else "-")' "$@"
+}
+
+# wrk_run ARGS...: one wrk run; sets WRK_OUT (its output), WRK_RPS, WRK_P50, WRK_P99 (with
+# --latency), WRK_REQS and WRK_ERRORS (its Non-2xx / socket error lines on one line, or "").
+wrk_run() {
+  WRK_OUT=$(wrk "$@")
+  WRK_RPS=$(awk '/^Requests\/sec/ {print $2}' <<<"$WRK_OUT")
+  WRK_P50=$(awk '$1 == "50%" {print $2}' <<<"$WRK_OUT")
+  WRK_P99=$(awk '$1 == "99%" {print $2}' <<<"$WRK_OUT")
+  WRK_REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
+  WRK_ERRORS=$(grep 'Non-2xx\|Socket errors' <<<"$WRK_OUT" | tr '\n' ' ' || true)
+}
+
+# start_origin: ringlog_test_origin ($ORIGIN, one thread) on a free port, in OPORT.
+start_origin() {
+  OPORT=$(free_port)
+  "$ORIGIN" -p "$OPORT" -t 1 >/dev/null &
+  pids+=("$!")
+  wait_port "$OPORT" || die "ringlog_test_origin did not start"
+}
+
+# start_ringproxy BIN INSTANCE PORT BACKEND_PORT EXTRA...: a ringproxy with THREADS workers,
+# one backend, a 256 MiB ring; stderr in $WORK/INSTANCE.err, its pid in LAST.
+start_ringproxy() {
+  local bin=$1 inst=$2 port=$3 be=$4
+  shift 4
+  "$bin" -n "$inst" -a "127.0.0.1:$port" -t "$THREADS" -b "o=127.0.0.1:$be" --health-path /size/0 \
+    --ring-size 256M "$@" 2>"$WORK/$inst.err" &
+  LAST=$!
+  pids+=("$LAST")
+  wait_port "$port" || { cat "$WORK/$inst.err" >&2; die "ringproxy $inst did not start"; }
+}
