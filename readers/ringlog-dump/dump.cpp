@@ -212,6 +212,18 @@ bool alive(std::uint32_t pid, std::uint64_t start_time) noexcept {
   return process_alive(static_cast<pid_t>(pid), start_time);
 }
 
+LockOwner lock_owner(const Image& img) noexcept {
+  LockOwner o;
+  if (img.layout != Layout::ringlog) return o;
+  const Header& h = img.hdr();
+  std::uint64_t w = h.owner.load(std::memory_order_acquire);
+  o.pid = static_cast<std::uint32_t>(w >> 32);
+  auto slot = static_cast<std::uint32_t>(w & 0xffffffffu) - 1;
+  if (slot < kWriterSlots) o.slot = static_cast<int>(slot);
+  o.alive = o.pid && alive(o.pid, o.slot >= 0 ? h.writers[o.slot].start_time : 0);
+  return o;
+}
+
 std::string_view layout_name(Layout l) noexcept {
   switch (l) {
     case Layout::ringlog: return "ringlog";
@@ -650,23 +662,15 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
   for (auto& wmsg : img.warnings) iw.str("warning", wmsg);
   if (rl) {
     const Header& h = img.hdr();
-    std::uint64_t owner = h.owner.load(std::memory_order_relaxed);
     if (img.locked) {
-      if (owner == 0) {
+      LockOwner lo = lock_owner(img);
+      if (lo.pid == 0) {
         iw.str("lock_owner", "not recorded");
+      } else if (json) {
+        iw.key("lock_owner");
+        iw.out += fmt("{\"pid\":%u,\"slot\":%d,\"alive\":%s}", lo.pid, lo.slot, lo.alive ? "true" : "false");
       } else {
-        auto pid = static_cast<std::uint32_t>(owner >> 32);
-        auto slot = static_cast<std::uint32_t>(owner & 0xffffffffu) - 1;
-        std::uint64_t st = slot < kWriterSlots ? h.writers[slot].start_time : 0;
-        bool a = alive(pid, st);
-        if (json) {
-          iw.key("lock_owner");
-          iw.out += fmt("{\"pid\":%u,\"slot\":%d,\"alive\":%s}", pid, slot < kWriterSlots ? int(slot) : -1,
-                        a ? "true" : "false");
-        } else {
-          iw.str("lock_owner", fmt("pid %u, writer slot %d, %s", pid, slot < kWriterSlots ? int(slot) : -1,
-                                   a ? "alive" : "dead"));
-        }
+        iw.str("lock_owner", fmt("pid %u, writer slot %d, %s", lo.pid, lo.slot, lo.alive ? "alive" : "dead"));
       }
     }
     iw.num("version", h.version);
@@ -824,10 +828,9 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
         return RepairStatus::refused;
       }
     }
-    std::uint64_t owner = h.owner.load(std::memory_order_acquire);
-    if (img.locked && owner && (owner >> 32) != me && alive(static_cast<std::uint32_t>(owner >> 32), 0)) {
-      error = fmt("the tail lock is held by live process %u; stop it, or repair a copy with -o",
-                  static_cast<std::uint32_t>(owner >> 32));
+    LockOwner lo = lock_owner(img);
+    if (img.locked && lo.pid != me && lo.alive) {
+      error = fmt("the tail lock is held by live process %u; stop it, or repair a copy with -o", lo.pid);
       return RepairStatus::refused;
     }
   }

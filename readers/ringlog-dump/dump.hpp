@@ -128,4 +128,13 @@ std::string format_report(const RepairReport& rep, bool json);
 // Liveness, replaceable by tests: pid plus start time (0 = pid only).
 bool alive(std::uint32_t pid, std::uint64_t start_time) noexcept;
 
+// The tail-lock owner of a ringlog ring: its pid (0 = not recorded), writer slot (-1 =
+// none) and whether it is alive, judged by pid and the start time in its writer slot.
+struct LockOwner {
+  std::uint32_t pid = 0;
+  int slot = -1;
+  bool alive = false;
+};
+LockOwner lock_owner(const Image& img) noexcept;
+
 }  // namespace ringlog::dump

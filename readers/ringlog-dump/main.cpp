@@ -285,13 +285,7 @@ int main(int argc, char** argv) {
     if (!img.tail_ok && !info) throw Fail{path + ": cannot dump: " + img.positions_why};
     rd::WalkResult w = rd::walk(img, rd::WalkOptions{.scan = scan});
     bool damaged = !w.complete || !w.skipped.empty() || w.head_rebuilt || img.tail_rebuilt;
-    if (img.locked && img.layout == rd::Layout::ringlog) {
-      std::uint64_t owner = img.hdr().owner.load(std::memory_order_relaxed);
-      auto pid = static_cast<std::uint32_t>(owner >> 32);
-      auto slot = static_cast<std::uint32_t>(owner & 0xffffffffu) - 1;
-      std::uint64_t st = slot < ringlog::format::kWriterSlots ? img.hdr().writers[slot].start_time : 0;
-      if (!pid || !rd::alive(pid, st)) damaged = true;
-    }
+    if (img.locked && img.layout == rd::Layout::ringlog && !rd::lock_owner(img).alive) damaged = true;
     if (info) {
       out(rd::format_info(img, w, json));
     } else {

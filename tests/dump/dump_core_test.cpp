@@ -538,3 +538,32 @@ TEST(DumpRepair, UndecodableRecordBatchesAreFoundAndKeptNotFixed) {
   EXPECT_NE(text.find("found: 1 messages start like record batches but do not decode"), std::string::npos) << text;
   EXPECT_NE(rd::format_report(rep, true).find("\"bad_records\":1"), std::string::npos);
 }
+
+TEST(DumpRepair, LockOwnerIsJudgedByPidAndStartTime) {
+  pid_t child = fork_child();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  for (bool reused : {false, true}) {
+    auto b = fresh_ring();
+    RawRing rr(*b);
+    rr.append("a");
+    std::uint64_t t = rr.tail();
+    rr.h.owner = format::owner_word(static_cast<std::uint32_t>(child), 2);
+    // The slot is the recorded owner's; a pid reused by another process has another start time.
+    rr.h.writers[2].start_time = reused ? 1 : process_start_time(child);
+    rr.h.tail = t | format::kTailLock;
+    rd::Image img = parsed(*b);
+    EXPECT_EQ(rd::lock_owner(img).alive, !reused);
+    EXPECT_EQ(rd::lock_owner(img).slot, 2);
+    std::string info = rd::format_info(img, rd::walk(img, {}), false);
+    EXPECT_NE(info.find(reused ? "writer slot 2, dead" : "writer slot 2, alive"), std::string::npos) << info;
+    rd::RepairReport rep;
+    std::string err;
+    EXPECT_EQ(rd::repair(img, {.in_place = true}, rep, err), reused ? rd::RepairStatus::repaired : rd::RepairStatus::refused)
+        << err;
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
