@@ -312,13 +312,15 @@ std::string parse_haproxy(std::span<std::uint8_t> f, Layout l, bool force, Image
         fmt("tail offset %" PRIu64 " outside the %" PRIu64 "-byte area: where the messages end is unknown", tail, size);
     return "";
   }
-  if (head >= size) {
+  if (head >= size || head == tail) {
     // The tail is good: head is rebuilt by scanning the area that ends there. Any
     // position with the tail's offset will do; this one keeps the window at >= 0.
+    // (head == tail: HAProxy keeps an RC byte between them, even when empty.)
     img.tail = size + tail;
     img.head = img.tail - 1;
     img.positions_ok = false;
-    img.positions_why = fmt("head offset %" PRIu64 " outside the %" PRIu64 "-byte area", head, size);
+    img.positions_why = head == tail ? fmt("head offset %" PRIu64 " equals the tail offset", head)
+                                     : fmt("head offset %" PRIu64 " outside the %" PRIu64 "-byte area", head, size);
     return "";
   }
   std::uint64_t data = (head <= tail ? 0 : size) + tail - head;
