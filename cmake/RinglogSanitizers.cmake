@@ -13,7 +13,10 @@ elseif(NOT RINGLOG_SANITIZE STREQUAL "")
 endif()
 
 # Fuzz builds instrument the whole library for coverage; the targets add the driver.
+# UBSan reports are fatal (as in the ASan+UBSan build): by default they only print and
+# the run goes on, so a UB finding would never fail a fuzz target.
 if(RINGLOG_BUILD_FUZZ)
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer -g)
   add_link_options(-fsanitize=address,undefined)
 endif()
