@@ -24,6 +24,16 @@ std::uint16_t SockAddr::port() const noexcept {
   return 0;
 }
 
+bool SockAddr::loopback() const noexcept {
+  if (family() == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (family() == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return false;
+}
+
 std::string SockAddr::str() const {
   if (family() == AF_INET6) return "[" + ip() + "]:" + std::to_string(port());
   return ip() + ":" + std::to_string(port());

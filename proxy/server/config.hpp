@@ -25,6 +25,7 @@ struct SockAddr {
   std::string ip() const;      // "127.0.0.1", "::1"
   std::uint16_t port() const noexcept;
   std::string str() const;     // "127.0.0.1:8080", "[::1]:8080"
+  bool loopback() const noexcept;  // 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104
 };
 
 // "host:port", "[v6]:port"; host may be a name (resolved once, now). Throws ConfigError.
@@ -64,6 +65,7 @@ struct Config {
   // The cache (ringproxy_cache) and the delivery transport (ringproxy_delivery).
   bool cache = true;                     // off: every request is a pass
   std::uint64_t storage = 256u << 20;    // cache memory cap; LRU eviction beyond
+  std::uint64_t pass_window = 4u << 20;  // bytes a pass object holds at most
   double default_ttl = 120, default_grace = 10;
   std::string transport = "writev";      // writev | io_uring (falls back to writev)
   bool crc32 = false;                    // a CRC32 filter in every delivery (tests, benchmarks)

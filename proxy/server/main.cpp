@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
   app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
   app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
-  std::string cache_onoff = "on", storage = "256M";
+  std::string cache_onoff = "on", storage = "256M", pass_window = "4M";
   app.add_option("--cache", cache_onoff, "Cache GET/HEAD responses: on or off (off: every request is a pass)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--storage", storage, "Cache memory cap (k, M, G suffixes); least recently used objects go beyond it");
@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 31536000.0));
   app.add_option("--transport", cfg.transport, "How responses from the cache are sent: writev or io_uring (io_uring falls back to writev where the kernel refuses it)")
       ->check(CLI::IsMember({"writev", "io_uring"}));
+  app.add_option("--pass-window", pass_window, "Memory a pass (or hit-for-pass) response may hold between backend and client (k, M suffixes); the backend is read no further ahead");
   app.add_flag("--crc32", cfg.crc32, "Pass every response from the cache or a pass through a CRC32 filter and log the sum (Debug record): for tests and benchmarks");
   ringproxy::tunnel::ProxyTunnelConfig tunnels;
   ringproxy::tunnel::add_options(app, tunnels);
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
     cfg.cache = cache_onoff == "on";
     cfg.storage = parse_size(storage);
     if (cfg.storage < (1u << 20)) throw ringproxy::ConfigError("--storage must be at least 1M");
+    cfg.pass_window = parse_size(pass_window);
+    if (cfg.pass_window < (64u << 10) || cfg.pass_window > (1u << 30))
+      throw ringproxy::ConfigError("--pass-window must be between 64k and 1G");
     if (cfg.ring_size < 65536) throw ringproxy::ConfigError("--ring-size must be at least 64k");
     if (threads > 256) throw ringproxy::ConfigError("--threads must be at most 256");
     cfg.threads = threads;

@@ -88,6 +88,7 @@ void Server::start() {
   if (cfg_.cache) {
     delivery::StoreConfig sc;
     sc.capacity = std::size_t(cfg_.storage);
+    sc.transient_window = std::size_t(cfg_.pass_window);
     store_ = std::make_unique<delivery::Store>(sc);
     cache::Config cc;
     cc.default_ttl = cfg_.default_ttl;
@@ -171,7 +172,9 @@ void Server::health_loop() {
       continue;
     }
     pollfd p{wake_fd_, POLLIN, 0};
-    int wait_ms = int(std::min<std::uint64_t>((next - std::min(next, now)) / 1000000 + 1, 100));
+    // Until the next probe, at most a second (a lowered interval applies within it); the
+    // stop wakes this at once through wake_fd_.
+    int wait_ms = int(std::min<std::uint64_t>((next - std::min(next, now)) / 1000000 + 1, 1000));
     ::poll(&p, 1, wait_ms);
     if (stopping()) return;
   }
@@ -254,7 +257,7 @@ void Server::probe(Backend& b) {
 void Server::admin_loop() {
   for (;;) {
     pollfd p[2] = {{admin_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int r = ::poll(p, 2, 200);
+    int r = ::poll(p, 2, -1);  // a command, or the stop (wake_fd_)
     if (stopping() && done_.load()) return;
     if (r <= 0 || !(p[0].revents & POLLIN)) {
       if (p[1].revents & POLLIN) return;

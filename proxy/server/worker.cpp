@@ -83,6 +83,12 @@ namespace {
 constexpr std::size_t kReadChunk = 32 * 1024;
 constexpr std::size_t kHighWater = 256 * 1024;  // stop producing into a buffer above this
 constexpr std::uint64_t kSweepNs = 20'000'000;  // timeout resolution
+// io_uring receives of fetch bodies complete when their span is full or after this long
+// (what came in by then goes on to the client): larger pieces from a fast backend.
+constexpr unsigned kRecvBatchUs = 5000;
+// Longest sleep of a loop with no timer due: bounds how late a timeout parameter
+// lowered at run time (param.set) is first applied to a timer set before the change.
+constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
 
 // A byte buffer with a read and a write offset. Views into it stay valid until the
 // next make_room() (which may compact or grow it).
@@ -258,6 +264,7 @@ class BackendConn : public Handler {
   int fd;
   Client* owner = nullptr;        // the session using it; nullptr while pooled
   bool can_read = false, can_write = false, hup = false, connected = false;
+  bool quiet = false;  // EPOLLIN off: the transport receives the body (io_uring)
   std::uint64_t idle_deadline = 0;
   unsigned uses = 0;
   bool retired = false;
@@ -346,8 +353,8 @@ class Client : public Handler {
   Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, const std::string& listener);
   ~Client() override;
   void on_event(std::uint32_t ev) override;
-  void on_backend_event();
   void check_timeouts(std::uint64_t now);
+  std::uint64_t next_deadline() const noexcept;  // earliest timer check_timeouts acts on
   void shutdown_begin();  // the server is stopping
   bool idle() const noexcept { return !req_active_ && in_.empty() && out_.empty(); }
   void close_session(const char* reason);
@@ -377,6 +384,9 @@ class Client : public Handler {
   void deliver_demo();
   void pump_request_body();
   void pump_backend();
+  bool transport_receives() const noexcept;
+  void receive_body(BackendConn& c);
+  void backend_read_end(int err);
   bool parse_backend_head();
   void fill_response();
   void deliver_head();
@@ -384,6 +394,7 @@ class Client : public Handler {
   void finish_request();
   void end_fetch(bool reusable, const char* why);
   void flush_client();
+  void watch_writes();
   void count_status(int status);
   void become_tunnel();
   // The cache path (see the top of this file).
@@ -405,8 +416,9 @@ class Client : public Handler {
   std::uint64_t body_sent() const noexcept;
 
  public:
-  void on_notify();      // the worker: this session's notification fired
-  void on_completion();  // the worker: an io_uring completion of this session's Sender
+  // The worker: an event for this session (its backend socket, a notification, or a
+  // completion of its send or receive in the transport).
+  void wake();
   // Peeks: the flag is taken by the step that acts on it (the wait or the Sender).
   bool notified() const noexcept {
     return (notify_ && notify_->ready.load(std::memory_order_acquire)) ||
@@ -463,6 +475,8 @@ class Client : public Handler {
   std::unique_ptr<delivery::Chain> chain_;
   std::unique_ptr<delivery::Sender> sender_;
   bool watched_ = false;
+  bool quiet_ = false;  // EPOLLOUT off: the transport (io_uring) sends, epoll need not watch
+  std::unique_ptr<delivery::RecvOp> rop_;  // the transport's receive of a fetch body
   bool detached_ = false;
   std::unique_ptr<delivery::ReadyNotify> space_;  // a pass fetch waits for window room
   delivery::Crc32Filter* crc_ = nullptr;          // --crc32: the chain's check filter
@@ -491,6 +505,7 @@ Client::Client(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, c
 }
 
 Client::~Client() {
+  if (f_) end_fetch(false, "close");  // (normally ended before; frees nothing the kernel holds)
   drop_delivery();
   if (fd_ >= 0) ::close(fd_);
 }
@@ -536,7 +551,7 @@ void Client::on_event(std::uint32_t ev) {
   drive();
 }
 
-void Client::on_backend_event() {
+void Client::wake() {
   if (fd_ >= 0) drive();
   else if (detached_) drive_fetch();
 }
@@ -1180,9 +1195,17 @@ void Client::pump_backend() {
     f.st = Fetch::WaitHead;
     f.bereq.timestamp("Bereq");
   }
+  if (transport_receives()) {
+    receive_body(*c);
+    return;
+  }
   // Read the response (head, then body as the client takes it).
   while (f_ && (f.st == Fetch::WaitHead || f.st == Fetch::Sending || (f.st == Fetch::Body && !f.body_end)) &&
          c->can_read) {
+    if (transport_receives()) {
+      receive_body(*c);
+      return;
+    }
     if (f.st == Fetch::Body && !f.into && out_.size() >= kHighWater) break;  // back-pressure
     if (f.st == Fetch::Body && f.in.size() >= kHighWater) break;
     ssize_t n = read_into(c->fd, f.in);
@@ -1204,43 +1227,127 @@ void Client::pump_backend() {
       break;
     }
     // EOF or error from the backend.
-    int e = n < 0 ? errno : 0;
-    if (f.st == Fetch::Body && f.rh.body == http::BodyKind::UntilClose) {
-      f.body_end = true;
-      fill_response();
-      return;
-    }
-    if (!f.got_any && f.reused && !f.retried && req_body_rx_ == 0 && req_body_done_) {
-      w_.counters().add(M::backend_retry);
-      RP_TRACE(req_, "fetch retry: reused connection closed before a response");
-      w_.release_backend_conn(c, false, "close");
-      f.conn = nullptr;
-      f.retried = true;
-      f.out.clear();
-      f.out.append(f.head);
-      f.hdr_tx = 0;
-      f.in.clear();
-      f.rp.reset();
-      f.st = Fetch::Connecting;
-      connect_backend();
-      return;
-    }
-    char why[160];
-    std::snprintf(why, sizeof why, "backend %s: %s %s", f.be->spec.name.c_str(),
-                  f.st == Fetch::Body ? "body cut short:" : "closed before a response:",
-                  e ? std::strerror(e) : "EOF");
-    if (f.st == Fetch::Body) {
-      // The head went out already: nothing to do but cut the client connection.
-      f.bereq.record(Tag::FetchError, why);
-      w_.counters().add(M::fetch_failed);
-      bool into = f.into != nullptr;  // a cache fetch: its readers see the object fail
-      end_fetch(false, "error");
-      if (!into) close_session("TX_ERROR");
-      return;
-    }
-    fetch_fail(502, why, M::fetch_failed);
+    backend_read_end(n < 0 ? errno : 0);
     return;
   }
+}
+
+// io_uring: a fetch body going into an object (cache fetch or pass), with nothing
+// decoded left over, is received by the transport straight into the object's storage:
+// no copy through f.in, and no readiness event nor recv(2) per read. Chunked bodies
+// (decoded on the way) keep the read loop.
+bool Client::transport_receives() const noexcept {
+  if (!f_ || !w_.uring()) return false;
+  const Fetch& f = *f_;
+  if (rop_ && rop_->inflight) return true;
+  return f.be && f.conn && f.into && f.st == Fetch::Body && f.head_ready && !f.body_end && f.in.empty() &&
+         f.pending.empty() && (f.rh.body == http::BodyKind::Length || f.rh.body == http::BodyKind::UntilClose);
+}
+
+void Client::receive_body(BackendConn& c) {
+  Fetch& f = *f_;
+  if (!rop_) {
+    rop_ = std::make_unique<delivery::RecvOp>();
+    rop_->user = this;
+    rop_->batch_us = kRecvBatchUs;
+  }
+  for (int turns = 0; turns < 64 && f_; ++turns) {
+    if (rop_->inflight) return;
+    if (rop_->done) {
+      rop_->done = false;
+      int res = rop_->res;
+      // Cut by its batch timeout with nothing in (a slow backend): the next receive
+      // waits for the first byte instead, so a quiet backend costs no periodic wake-up.
+      rop_->batch_us = res == -ECANCELED ? 0 : kRecvBatchUs;
+      if (res == -EINTR || res == -EAGAIN || res == -ENOBUFS || res == -ECANCELED) continue;
+      if (res <= 0) {
+        backend_read_end(-res);
+        return;
+      }
+      std::size_t n = std::size_t(res);
+      f.into->commit(n);
+      moved_ += n;
+      f.body_rx += n;
+      if (f.rh.body == http::BodyKind::Length) {
+        f.body_left -= std::min<std::uint64_t>(n, f.body_left);
+        if (f.body_left == 0) f.body_end = true;
+      }
+      f.deadline = w_.now() + srv_.params().ns(between_bytes_timeout);
+      if (f.body_end) {
+        store_body();  // finishes the object and ends the fetch
+        return;
+      }
+      continue;
+    }
+    if (space_) space_->take();  // cleared before looking: a wake-up after this is not lost
+    std::span<std::uint8_t> room = f.into->write_space();
+    if (room.empty()) {
+      if (f.into->failed()) {
+        f.bereq.record(Tag::FetchError, "storage exhausted");
+        w_.counters().add(M::fetch_failed);
+        end_fetch(false, "error");
+      } else if (!f.into->arm_space(space_.get())) {  // a pass window is full: wait for room
+        scheduled_ = true;
+        w_.schedule(this);
+      }
+      return;
+    }
+    std::size_t len = room.size();
+    if (f.rh.body == http::BodyKind::Length) len = std::size_t(std::min<std::uint64_t>(len, f.body_left));
+    if (!c.quiet) {  // the socket's read events would only wake the loop for nothing now
+      c.quiet = true;
+      w_.mod_fd(c.fd, &c, EPOLLRDHUP);
+    }
+    if (!w_.transport().recv(c.fd, room.data(), len, *rop_)) {
+      scheduled_ = true;  // no submission slot: try again on the next turn
+      w_.schedule(this);
+    }
+    return;
+  }
+  if (f_) {
+    scheduled_ = true;
+    w_.schedule(this);
+  }
+}
+
+// The backend's stream ended (err 0) or failed (err) before the body did.
+void Client::backend_read_end(int e) {
+  Fetch& f = *f_;
+  BackendConn* c = f.conn;
+  if (f.st == Fetch::Body && f.rh.body == http::BodyKind::UntilClose) {
+    f.body_end = true;
+    fill_response();
+    return;
+  }
+  if (!f.got_any && f.reused && !f.retried && req_body_rx_ == 0 && req_body_done_) {
+    w_.counters().add(M::backend_retry);
+    RP_TRACE(req_, "fetch retry: reused connection closed before a response");
+    w_.release_backend_conn(c, false, "close");
+    f.conn = nullptr;
+    f.retried = true;
+    f.out.clear();
+    f.out.append(f.head);
+    f.hdr_tx = 0;
+    f.in.clear();
+    f.rp.reset();
+    f.st = Fetch::Connecting;
+    connect_backend();
+    return;
+  }
+  char why[160];
+  std::snprintf(why, sizeof why, "backend %s: %s %s", f.be->spec.name.c_str(),
+                f.st == Fetch::Body ? "body cut short:" : "closed before a response:",
+                e ? std::strerror(e) : "EOF");
+  if (f.st == Fetch::Body) {
+    // The head went out already: nothing to do but cut the client connection.
+    f.bereq.record(Tag::FetchError, why);
+    w_.counters().add(M::fetch_failed);
+    bool into = f.into != nullptr;  // a cache fetch: its readers see the object fail
+    end_fetch(false, "error");
+    if (!into) close_session("TX_ERROR");
+    return;
+  }
+  fetch_fail(502, why, M::fetch_failed);
 }
 
 // The response head arrived (maybe in parts): parse, log, and start delivery.
@@ -1476,6 +1583,15 @@ void Client::fill_response() {
 void Client::end_fetch(bool reusable, const char* why) {
   if (!f_) return;
   Fetch& f = *f_;
+  if (rop_ && rop_->inflight) {
+    // The kernel still receives into the object: end that receive (shutdown) and let
+    // the worker keep the operation and the object until its completion is reaped.
+    reusable = false;
+    if (f.conn && f.conn->fd >= 0) ::shutdown(f.conn->fd, SHUT_RDWR);
+    rop_->user = nullptr;
+    w_.orphan(std::move(rop_), f.into);
+  }
+  if (rop_) rop_->done = false;
   if (f.into && f.into->state() == delivery::ObjState::busy) {
     // A cache fetch that did not complete: the object is failed and unindexed (its
     // streaming readers get an error, its waiters look up again).
@@ -1719,9 +1835,19 @@ void Client::start_delivery() {
     chain_->push(std::move(c));
   }
 
-  sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get());
+  // A scatter array as large as the transport takes for a large stored object (io_uring:
+  // a 64 MiB hit goes out in one send), the usual 64 extents otherwise.
+  std::size_t iov = std::clamp<std::size_t>(64 + obj_->fetched() / (64 << 10), 64, w_.transport().max_iov());
+  sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get(), iov);
   sender_->user = this;
+  sender_->zerocopy = !peer_.loopback();
   resp_ = Resp::Stream;
+  if (w_.uring() && !quiet_) {
+    // The transport's sends wait for room themselves: the socket's write events (one
+    // each time the client drains a full buffer) would only wake the loop for nothing.
+    quiet_ = true;
+    w_.mod_fd(fd_, this, EPOLLIN | EPOLLRDHUP);
+  }
   if (!watched_) w_.watch(this), watched_ = true;
 }
 
@@ -1739,6 +1865,7 @@ void Client::pump_sender() {
     switch (st) {
       case delivery::Sender::Status::wait_write:
         can_write_ = false;
+        watch_writes();
         if (timer_ != Timer::Send || sent) {
           timer_ = Timer::Send;
           deadline_ = w_.now() + srv_.params().ns(timeout_send);
@@ -1808,14 +1935,6 @@ void Client::drop_delivery() {
     w_.unwatch(this);
     watched_ = false;
   }
-}
-
-void Client::on_notify() {
-  if (fd_ >= 0) drive();
-}
-
-void Client::on_completion() {
-  if (fd_ >= 0) drive();
 }
 
 // A response made here (errors, 417...). close: the connection closes after it.
@@ -1915,6 +2034,7 @@ void Client::flush_client() {
   }
   if (blocked) {
     can_write_ = false;
+    watch_writes();
     if (timer_ != Timer::Send || out_.size() < before) {
       timer_ = Timer::Send;
       deadline_ = w_.now() + srv_.params().ns(timeout_send);
@@ -1924,7 +2044,15 @@ void Client::flush_client() {
   }
 }
 
+// A write would block: epoll must tell when the socket drains (undoes quiet_).
+void Client::watch_writes() {
+  if (!quiet_) return;
+  quiet_ = false;
+  w_.mod_fd(fd_, this, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+}
+
 void Client::become_tunnel() {
+  watch_writes();
   TunnelHandoff t;
   t.worker = &w_;
   t.client_fd = fd_;
@@ -1960,6 +2088,14 @@ void Client::become_tunnel() {
   w_.counters().add(M::sess_closed);
   w_.counters().sub(M::sess_active);
   w_.retire(this);
+}
+
+std::uint64_t Client::next_deadline() const noexcept {
+  std::uint64_t d = UINT64_MAX;
+  if (fd_ < 0 && !detached_) return d;
+  if (f_ && f_->deadline && f_->be && f_->st != Fetch::Done) d = f_->deadline;
+  if (fd_ >= 0 && timer_ != Timer::None) d = std::min(d, deadline_);
+  return d;
 }
 
 void Client::check_timeouts(std::uint64_t now) {
@@ -2045,7 +2181,7 @@ void BackendConn::on_event(std::uint32_t ev) {
   if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) can_write = true;
   if (ev & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) hup = true;
   if (owner) {
-    owner->on_backend_event();
+    owner->wake();
   } else if (hup || (ev & EPOLLIN)) {
     // A pooled connection the backend closed (or sent junk on): drop it.
     w_.release_backend_conn(this, false, "close");
@@ -2074,10 +2210,11 @@ Worker::Worker(Server& srv, unsigned index) : srv_(srv), index_(index) {
     std::string notice;
     // The fallback notice (io_uring refused) is logged once, by the first worker.
     transport_ = delivery::make_transport(to, index == 0 ? &srv.log() : nullptr, &notice);
-    if (transport_->completion_fd() >= 0) {
-      completion_handler_.w = this;
+    completion_handler_.w = this;
+    // A transport that drives the loop (io_uring) hands its completions to the loop's
+    // wait directly; otherwise its completion fd is one more epoll source.
+    if (transport_->completion_fd() >= 0 && !transport_->drives_loop())
       add_fd(transport_->completion_fd(), &completion_handler_, EPOLLIN);
-    }
   }
 }
 
@@ -2127,6 +2264,13 @@ void Worker::add_fd(int fd, Handler* h, std::uint32_t events) {
 }
 
 void Worker::del_fd(int fd) { ::epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); }
+
+void Worker::mod_fd(int fd, Handler* h, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events | EPOLLET;
+  ev.data.ptr = h;
+  ::epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
+}
 
 void Worker::wake() {
   std::uint64_t one = 1;
@@ -2210,6 +2354,10 @@ BackendConn* Worker::get_backend_conn(Backend& b, bool& reused) {
 void Worker::release_backend_conn(BackendConn* c, bool reusable, const char*) {
   c->owner = nullptr;
   if (reusable && !c->hup && !shutting_down_ && c->fd >= 0) {
+    if (c->quiet) {  // pooled: epoll watches it again (a close by the backend, junk)
+      c->quiet = false;
+      mod_fd(c->fd, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+    }
     c->idle_deadline = now_ns_ + srv_.params().ns(backend_idle_timeout);
     pool_[c->be.index].push_back(c);
     return;
@@ -2234,17 +2382,29 @@ void Worker::NotifyHandler::scan() {
   // Every session with an armed notification or a running Sender: the fired ones move.
   std::vector<Client*> ws = w->watchers_;
   for (Client* c : ws)
-    if (c->notified()) c->on_notify();
+    if (c->notified()) c->wake();
 }
 
 void Worker::CompletionHandler::on_event(std::uint32_t) {
   w->reaped_.clear();
   w->transport_->reap(w->reaped_);
+  completed();
+}
+
+void Worker::CompletionHandler::completed() {
   for (delivery::Sender* s : w->reaped_)
-    if (s->user) static_cast<Client*>(s->user)->on_completion();
+    if (s->user) static_cast<Client*>(s->user)->wake();
+  w->recvs_.clear();
+  w->transport_->take_recvs(w->recvs_);
+  for (delivery::RecvOp* r : w->recvs_)
+    if (r->user) static_cast<Client*>(r->user)->wake();
   // Orphans whose last completion came in are freed.
   auto& o = w->orphans_;
-  o.erase(std::remove_if(o.begin(), o.end(), [](const Orphan& x) { return !x.sender->inflight(); }), o.end());
+  o.erase(std::remove_if(o.begin(), o.end(),
+                         [](const Orphan& x) {
+                           return !(x.sender && x.sender->inflight()) && !(x.recv && x.recv->inflight);
+                         }),
+          o.end());
 }
 
 void Worker::watch(Client* c) { watchers_.push_back(c); }
@@ -2257,6 +2417,13 @@ void Worker::orphan(std::unique_ptr<delivery::Sender> s, std::unique_ptr<deliver
   x.obj = std::move(o);
   x.chain = std::move(c);
   x.sender = std::move(s);
+  orphans_.push_back(std::move(x));
+}
+
+void Worker::orphan(std::unique_ptr<delivery::RecvOp> r, delivery::ObjRef o) {
+  Orphan x;
+  x.obj = std::move(o);
+  x.recv = std::move(r);
   orphans_.push_back(std::move(x));
 }
 
@@ -2281,18 +2448,34 @@ void Worker::free_retired() {
   dead_conns_.clear();
 }
 
-void Worker::sweep() {
-  for (std::size_t i = 0; i < clients_.size(); ++i) clients_[i]->check_timeouts(now_ns_);
+// Acts on the timers that are due and returns when the next sweep must run: the
+// earliest timer still pending, or sooner, the shortest timeout a timer set from now on
+// can have (every timer is "now + a timeout parameter"). An idle loop therefore sleeps
+// seconds, not kSweepNs, and a loop with work wakes for its events only.
+std::uint64_t Worker::sweep() {
+  std::uint64_t next = UINT64_MAX;
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    clients_[i]->check_timeouts(now_ns_);
+    next = std::min(next, clients_[i]->next_deadline());
+  }
   for (auto& idle : pool_) {
     for (std::size_t i = 0; i < idle.size();) {
       BackendConn* c = idle[i];
       if (now_ns_ >= c->idle_deadline) {
         release_backend_conn(c, false, "timeout");  // erases it from idle
       } else {
+        next = std::min(next, c->idle_deadline);
         ++i;
       }
     }
   }
+  Params& p = srv_.params();
+  std::uint64_t shortest = kMaxSleepNs;
+  for (std::uint64_t t : {p.ns(timeout_header), p.ns(timeout_idle), p.ns(timeout_send), p.ns(connect_timeout),
+                          p.ns(first_byte_timeout), p.ns(between_bytes_timeout), p.ns(backend_idle_timeout)})
+    shortest = std::min(shortest, t);
+  next = std::min(next, now_ns_ + shortest);
+  return std::max(next, now_ns_ + kSweepNs);
 }
 
 void Worker::begin_shutdown() {
@@ -2317,10 +2500,28 @@ void Worker::run() {
   now_ns_ = mono_ns();
   if (notify_waker_) notify_waker_->bind_to_this_thread();
   if (srv_.stopping()) begin_shutdown();
+  const bool uring_loop = transport_ && transport_->drives_loop();
+  bool epoll_more = false;  // the last epoll_wait filled its array: more may be ready
   for (;;) {
     bool local = notify_waker_ && notify_waker_->local_pending();
-    int n = ::epoll_wait(ep_, evs, 256, ready_.empty() && !local ? 20 : 0);
-    now_ns_ = mono_ns();
+    int wait_ms = 0;
+    if (ready_.empty() && !local)
+      wait_ms = shutting_down_ ? int(kSweepNs / 1'000'000)
+                               : int((std::max(next_sweep_, now_ns_ + 1'000'000) - now_ns_ + 999'999) / 1'000'000);
+    int n = 0;
+    if (uring_loop) {
+      // One system call: this turn's sends go in, the loop sleeps until a completion,
+      // an epoll event or the timer. epoll_wait runs only when epoll has events.
+      reaped_.clear();
+      bool ev = transport_->wait(ep_, epoll_more ? 0 : wait_ms, reaped_) || epoll_more;
+      if (ev) n = ::epoll_wait(ep_, evs, 256, 0);
+      epoll_more = n == 256;
+      now_ns_ = mono_ns();
+      completion_handler_.completed();
+    } else {
+      n = ::epoll_wait(ep_, evs, 256, wait_ms);
+      now_ns_ = mono_ns();
+    }
     for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
     if (!ready_.empty()) {
       std::vector<Client*> batch;
@@ -2334,16 +2535,15 @@ void Worker::run() {
     for (int i = 0; i < 8 && notify_waker_ && notify_waker_->take_local(); ++i) notify_handler_.scan();
     free_retired();
     if (transport_) {
-      transport_->flush();  // io_uring: this turn's sends, one submission
+      if (!uring_loop) transport_->flush();  // io_uring: this turn's sends, one submission
       // The transport's own tallies, published as counters once per loop turn.
       std::uint64_t sc = transport_->syscalls(), zc = transport_->zc_sends();
       if (sc != syscalls_seen_) main_->add(M::delivery_syscalls, sc - syscalls_seen_), syscalls_seen_ = sc;
       if (zc != zc_seen_) main_->add(M::delivery_zc_sends, zc - zc_seen_), zc_seen_ = zc;
     }
     if (now_ns_ >= next_sweep_) {
-      sweep();
+      next_sweep_ = sweep();
       free_retired();
-      next_sweep_ = now_ns_ + kSweepNs;
     }
     if (shutting_down_) {
       bool any = false;

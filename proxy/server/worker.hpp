@@ -36,6 +36,7 @@ class Worker {
   // epoll registration for this worker's thread (edge-triggered).
   void add_fd(int fd, Handler* h, std::uint32_t events);
   void del_fd(int fd);
+  void mod_fd(int fd, Handler* h, std::uint32_t events);
   std::uint64_t now() const noexcept { return now_ns_; }  // CLOCK_MONOTONIC at loop start
   unsigned index() const noexcept { return index_; }
   Server& server() noexcept { return srv_; }
@@ -50,6 +51,8 @@ class Worker {
   // The cache path's delivery: the transport every cached response goes out through,
   // and the notifications (busy objects, streaming bodies) that wake this loop.
   delivery::Transport& transport() noexcept { return *transport_; }
+  // The transport drives the loop and receives fetch bodies itself (io_uring).
+  bool uring() const noexcept { return transport_ && transport_->drives_loop(); }
   delivery::LoopWaker* notify_waker() noexcept { return notify_waker_.get(); }
   void watch(Client* c);    // c has a notification armed or a Sender running
   void unwatch(Client* c);
@@ -57,6 +60,7 @@ class Worker {
   // points into, until its completion is reaped.
   void orphan(std::unique_ptr<delivery::Sender> s, std::unique_ptr<delivery::Chain> c,
               std::unique_ptr<delivery::ReadyNotify> n, delivery::ObjRef o);
+  void orphan(std::unique_ptr<delivery::RecvOp> r, delivery::ObjRef o);
 
   // Deferred deletion: objects closed while handling events are freed after the batch.
   void retire(Client* c);
@@ -84,15 +88,17 @@ class Worker {
   struct CompletionHandler : Handler {
     Worker* w = nullptr;
     void on_event(std::uint32_t) override;
+    void completed();  // drives the sessions of the senders in reaped_, frees orphans done
   };
   struct Orphan {
+    std::unique_ptr<delivery::RecvOp> recv;  // a receive the kernel still writes into obj
     std::unique_ptr<delivery::ReadyNotify> notify;
     delivery::ObjRef obj;
     std::unique_ptr<delivery::Chain> chain;
     std::unique_ptr<delivery::Sender> sender;  // destroyed first (gives back to chain)
   };
   void accept_all(Listener& l);
-  void sweep();
+  std::uint64_t sweep();  // returns when to sweep next
   void begin_shutdown();
   void free_retired();
 
@@ -115,6 +121,7 @@ class Worker {
   std::vector<Client*> watchers_;
   std::vector<Orphan> orphans_;
   std::vector<delivery::Sender*> reaped_;
+  std::vector<delivery::RecvOp*> recvs_;
   std::uint64_t syscalls_seen_ = 0, zc_seen_ = 0;  // transport tallies already counted
   std::uint64_t now_ns_ = 0;
   std::uint64_t next_sweep_ = 0;

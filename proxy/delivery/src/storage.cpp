@@ -56,7 +56,11 @@ std::uint64_t LoopWaker::drain() noexcept {
 
 // ---------------------------------------------------------------- Object
 Object::Object(Store* s, bool transient, std::size_t window, std::uint64_t id)
-    : store_(s), transient_(transient), window_(window), id_(id) {}
+    : store_(s),
+      transient_(transient),
+      window_(window),
+      seg_size_(transient ? std::max(s->cfg_.segment_size, window / 4) : s->cfg_.segment_size),
+      id_(id) {}
 
 Object::~Object() {
   assert(!in_lru_);
@@ -88,7 +92,7 @@ std::span<std::uint8_t> Object::write_space() noexcept {
     }
   }
   // A new segment, allocated without our lock (eviction may call into the cache).
-  std::size_t n = store_->cfg_.segment_size;
+  std::size_t n = seg_size_;
   std::uint64_t have;
   {
     std::lock_guard lk(mu_);
@@ -160,7 +164,7 @@ void Object::fail() noexcept {
 bool Object::arm_space(Notify* n) noexcept {
   std::lock_guard lk(mu_);
   if (state_ != ObjState::busy) return false;
-  if (held_.load(std::memory_order_relaxed) + store_->cfg_.segment_size <= window_) return false;
+  if (held_.load(std::memory_order_relaxed) + seg_size_ <= window_) return false;
   if (!segs_.empty() && segs_.back()->len < segs_.back()->cap) return false;
   n->armed = true;
   space_waiter_ = n;
@@ -352,6 +356,7 @@ Store::Store(StoreConfig cfg) : cfg_(cfg) {
 }
 
 Store::~Store() {
+  for (auto& [p, n] : spare_) std::free(p);
   std::lock_guard lk(mu_);
   for (Object* o : lru_) o->in_lru_ = false;
   lru_.clear();
@@ -412,9 +417,26 @@ bool Store::make_room(std::size_t n, const Object* self) noexcept {
   return true;
 }
 
+namespace {
+constexpr std::size_t kSpareMin = 256 << 10;   // smaller segments come from malloc's bins
+constexpr std::size_t kSpareMax = 32u << 20;   // bytes kept at most
+}  // namespace
+
 std::uint8_t* Store::seg_alloc(std::size_t n, bool transient, const Object* self) noexcept {
   if (transient) {
-    auto* p = static_cast<std::uint8_t*>(std::malloc(n));
+    std::uint8_t* p = nullptr;
+    if (n >= kSpareMin) {
+      std::lock_guard lk(spare_mu_);
+      for (std::size_t i = spare_.size(); i-- > 0;) {
+        if (spare_[i].second != n) continue;
+        p = spare_[i].first;
+        spare_[i] = spare_.back();
+        spare_.pop_back();
+        spare_bytes_ -= n;
+        break;
+      }
+    }
+    if (!p) p = static_cast<std::uint8_t*>(std::malloc(n));
     if (p) transient_used_.fetch_add(n, std::memory_order_relaxed);
     else alloc_fail_.fetch_add(1, std::memory_order_relaxed);
     return p;
@@ -433,8 +455,19 @@ std::uint8_t* Store::seg_alloc(std::size_t n, bool transient, const Object* self
 }
 
 void Store::seg_free(std::uint8_t* p, std::size_t n, bool transient) noexcept {
-  std::free(p);
   (transient ? transient_used_ : used_).fetch_sub(n, std::memory_order_relaxed);
+  if (transient && n >= kSpareMin) {
+    std::lock_guard lk(spare_mu_);
+    if (spare_bytes_ + n <= kSpareMax) {
+      try {
+        spare_.emplace_back(p, n);
+        spare_bytes_ += n;
+        return;
+      } catch (...) {  // no memory for the list: the segment goes back to malloc
+      }
+    }
+  }
+  std::free(p);
 }
 
 std::uint8_t* Store::buffer_alloc(std::size_t n, std::uint32_t refs, Lease* lease) noexcept {

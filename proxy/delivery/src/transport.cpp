@@ -3,6 +3,7 @@
 
 #include <liburing.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -113,6 +114,79 @@ class UringTransport : public Transport {
   bool zc_ok() const noexcept { return zc_ok_; }
   const char* name() const noexcept override { return "io_uring"; }
   int completion_fd() const noexcept override { return ring_.ring_fd; }
+  bool drives_loop() const noexcept override { return true; }
+
+  bool recv(int fd, void* buf, std::size_t len, RecvOp& op) noexcept override {
+    if (op.inflight) return true;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+      flush();
+      sqe = io_uring_get_sqe(&ring_);
+      if (!sqe) return false;
+    }
+    io_uring_sqe* tsqe = nullptr;
+    if (op.batch_us && io_uring_sq_space_left(&ring_) >= 1) tsqe = sqe;
+    if (tsqe) {
+      // MSG_WAITALL, cut by a linked timeout: a receive cancelled after some bytes
+      // completes with those bytes, so a slow backend's data is handed on (and resets
+      // the between-bytes timer) within batch_us, and a fast one's in large pieces.
+      io_uring_prep_recv(sqe, fd, buf, len, MSG_WAITALL);
+      sqe->flags |= IOSQE_IO_LINK;
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(&op) | 1);
+      auto* ts = reinterpret_cast<__kernel_timespec*>(op.ts_);
+      ts->tv_sec = op.batch_us / 1'000'000;
+      ts->tv_nsec = (op.batch_us % 1'000'000) * 1000LL;
+      tsqe = io_uring_get_sqe(&ring_);
+      io_uring_prep_link_timeout(tsqe, ts, 0);
+      io_uring_sqe_set_data64(tsqe, kTimeoutTag);
+      ++queued_;
+    } else {
+      io_uring_prep_recv(sqe, fd, buf, len, 0);
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(&op) | 1);
+    }
+    op.inflight = true;
+    op.done = false;
+    ++queued_;
+    return true;
+  }
+  void take_recvs(std::vector<RecvOp*>& done) noexcept override {
+    done.insert(done.end(), recvs_.begin(), recvs_.end());
+    recvs_.clear();
+  }
+  std::size_t max_iov() const noexcept override { return IOV_MAX; }
+
+  bool wait(int epoll_fd, int timeout_ms, std::vector<Sender*>& changed) noexcept override {
+    if (poll_fd_ != epoll_fd) {  // (re)arm the multishot poll of the loop's epoll fd
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+      if (!sqe) {
+        flush();
+        sqe = io_uring_get_sqe(&ring_);
+      }
+      if (sqe) {
+        io_uring_prep_poll_multishot(sqe, epoll_fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, kPollTag);
+        poll_fd_ = epoll_fd;
+        ++queued_;
+      } else {
+        epoll_ready_ = true;  // cannot arm now: have the loop look at epoll itself
+      }
+    }
+    if (timeout_ms > 0 && !epoll_ready_ && !io_uring_cq_ready(&ring_)) {
+      __kernel_timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000LL};
+      io_uring_cqe* cqe = nullptr;
+      if (queued_) ++syscalls_;  // the submission rides on the wait
+      queued_ = 0;
+      int r;
+      do r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+      while (r == -EINTR);
+    } else {
+      flush();
+    }
+    reap(changed);
+    bool ev = epoll_ready_;
+    epoll_ready_ = false;
+    return ev;
+  }
 
   Sender::Status pump(Sender& s) noexcept override {
     if (s.inflight_) return Sender::Status::inflight;
@@ -129,7 +203,7 @@ class UringTransport : public Transport {
     s.msg_ = msghdr{};
     s.msg_.msg_iov = s.sa_.iov();
     s.msg_.msg_iovlen = cnt;
-    bool zc = zc_ok_ && zc_threshold_ && total >= zc_threshold_;
+    bool zc = zc_ok_ && s.zerocopy && zc_threshold_ && total >= zc_threshold_;
     // MSG_WAITALL: the kernel retries a short send itself (no system call of ours),
     // so one submission moves a whole scatter array however small the socket buffer.
     const int fl = MSG_NOSIGNAL | MSG_WAITALL;
@@ -164,6 +238,20 @@ class UringTransport : public Transport {
     unsigned head, n = 0;
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++n;
+      if (cqe->user_data == kTimeoutTag) continue;  // a receive's batch timeout
+      if (cqe->user_data == kPollTag) {  // the loop's epoll fd has events
+        epoll_ready_ = true;
+        if (!(cqe->flags & IORING_CQE_F_MORE)) poll_fd_ = -1;  // the poll ended: re-arm
+        continue;
+      }
+      if (cqe->user_data & 1) {  // a receive (tagged pointer)
+        auto* op = reinterpret_cast<RecvOp*>(cqe->user_data & ~std::uint64_t(1));
+        op->res = cqe->res;
+        op->inflight = false;
+        op->done = true;
+        recvs_.push_back(op);
+        continue;
+      }
       auto* s = static_cast<Sender*>(io_uring_cqe_get_data(cqe));
       if (cqe->flags & IORING_CQE_F_NOTIF) {
         s->notif_pending_ = false;  // the kernel is done with the pages: leases may go back
@@ -199,7 +287,13 @@ class UringTransport : public Transport {
     changed.push_back(&s);
   }
 
+  // user_data: a Sender*, a RecvOp* with the low bit set, or this (no object is at 2)
+  static constexpr std::uint64_t kPollTag = 2;
+  static constexpr std::uint64_t kTimeoutTag = 4;
+  std::vector<RecvOp*> recvs_;
   io_uring ring_{};
+  int poll_fd_ = -1;
+  bool epoll_ready_ = false;
   bool inited_ = false;
   bool zc_ok_ = false;
   std::size_t zc_threshold_;

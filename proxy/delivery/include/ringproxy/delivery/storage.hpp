@@ -81,7 +81,9 @@ struct ReadyNotify : Notify {
 struct StoreConfig {
   std::size_t capacity = std::size_t(256) << 20;  // bytes of cached (non-transient) segments
   std::size_t segment_size = std::size_t(64) << 10;
-  std::size_t transient_window = std::size_t(1) << 20;  // default window of a pass object
+  // Default window of a pass object. Its segments are a quarter of it (at least
+  // segment_size), so a reader and the fetch each work on large spans.
+  std::size_t transient_window = std::size_t(1) << 20;
 };
 
 // What the cache hangs on an object (headers, TTLs...). Storage never looks inside.
@@ -155,6 +157,7 @@ class Object : public std::enable_shared_from_this<Object> {
   Store* store_;
   const bool transient_;
   const std::size_t window_;
+  const std::size_t seg_size_;  // largest segment: segment_size, or window/4 if transient
   const std::uint64_t id_;
   mutable std::mutex mu_;
   std::deque<Segment*> segs_;   // segs_[i].seq == first_seq_ + i
@@ -260,6 +263,11 @@ class Store {
   std::function<void(ObjRef)> nuke_hook_;
   std::atomic<std::size_t> used_{0};
   std::atomic<std::size_t> transient_used_{0};
+  // Large transient segments freed lately, kept for the next pass instead of going back
+  // to malloc (which maps and unmaps them: system calls and page faults per segment).
+  std::mutex spare_mu_;
+  std::vector<std::pair<std::uint8_t*, std::size_t>> spare_;
+  std::size_t spare_bytes_ = 0;
   std::atomic<std::size_t> buffer_used_{0};
   std::atomic<std::uint64_t> nuked_{0};
   std::atomic<std::uint64_t> alloc_fail_{0};

@@ -39,6 +39,10 @@ class Sender {
   std::uint64_t body_bytes_sent() const noexcept { return sent_ > head_.size() ? sent_ - head_.size() : 0; }
   int error() const noexcept { return err_; }
   void* user = nullptr;  // the owner's connection
+  // Zero-copy sends allowed (io_uring). Off towards loopback peers: the kernel copies
+  // there anyway when the bytes reach the local socket, and each send then costs a
+  // second completion and holds its leases until the peer has read the bytes.
+  bool zerocopy = true;
 
  private:
   friend class WritevTransport;
@@ -64,6 +68,21 @@ class Sender {
   msghdr msg_{};
 };
 
+// A receive through the transport (io_uring: submitted with the loop turn's sends, its
+// completion reaped by the loop's wait, no readiness event and no recv(2) of its own).
+// The owner keeps it, and the buffer, alive while inflight.
+struct RecvOp {
+  void* user = nullptr;  // the owner's session; null once orphaned (reaped, then freed)
+  int res = 0;           // bytes received, 0 at end of stream, or -errno
+  bool inflight = false;
+  bool done = false;     // res holds a result not yet taken
+  // batch_us > 0: the receive waits until len bytes are in or batch_us has passed since
+  // it was submitted, whichever is first (fewer, larger completions from a fast peer; a
+  // slow peer's bytes still come out within batch_us). 0: whatever has arrived.
+  unsigned batch_us = 0;
+  long long ts_[2] = {0, 0};  // the kernel's timespec for the batch timeout
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -77,6 +96,27 @@ class Transport {
   // io_uring: poll this fd for reading; then reap() appends senders whose send completed.
   virtual int completion_fd() const noexcept { return -1; }
   virtual void reap(std::vector<Sender*>& changed) noexcept { (void)changed; }
+  // io_uring: the event loop may wait here instead of in epoll_wait. The epoll fd is
+  // polled through the ring, so one system call submits the turn's sends and waits for
+  // a completion, epoll readiness or the timeout.
+  virtual bool drives_loop() const noexcept { return false; }
+  // Submits what is queued, waits up to timeout_ms (0: only looks) for a completion or
+  // for the watched epoll fd to become readable, and appends senders whose send
+  // completed to changed. Returns true when the epoll fd has events to collect.
+  virtual bool wait(int epoll_fd, int timeout_ms, std::vector<Sender*>& changed) noexcept {
+    (void)epoll_fd, (void)timeout_ms, (void)changed;
+    return true;
+  }
+  // Queues a receive of up to len bytes into buf (io_uring only; false: not offered,
+  // the caller reads the socket itself). Its completion comes out of take_recvs().
+  virtual bool recv(int fd, void* buf, std::size_t len, RecvOp& op) noexcept {
+    (void)fd, (void)buf, (void)len, (void)op;
+    return false;
+  }
+  // Appends the receives completed by the last wait()/reap() to done.
+  virtual void take_recvs(std::vector<RecvOp*>& done) noexcept { (void)done; }
+  // Most extents one send can carry (a Sender's scatter array need not be larger).
+  virtual std::size_t max_iov() const noexcept { return 64; }
   // System calls made for sending (writev calls or io_uring_enter submissions).
   std::uint64_t syscalls() const noexcept { return syscalls_; }
   std::uint64_t zc_sends() const noexcept { return zc_sends_; }
