@@ -270,10 +270,12 @@ void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
   if (groups & kSelectOptions) {
     app.add_option("-q", o.queries, "VSL query selecting transactions (ringlog-query(7)); several -q are OR-ed")
         ->type_name("QUERY")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
     app.add_option("-Q", o.query_files, "Read queries from FILE, one per line ('#' comments); OR-ed with -q")
         ->type_name("FILE")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
     app.add_flag("-c", o.client, "Client side only (requests)");
     app.add_flag("-b", o.backend, "Backend side only (fetches)");
     app.add_option("-k", o.limit, "Stop after NUM selected transactions (groups)")
@@ -285,16 +287,20 @@ void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
   if (groups & kRecordFilterOptions) {
     app.add_option("-i", "Include only records of these tags (comma-separated, globs); repeatable")
         ->type_name("TAGLIST")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
     app.add_option("-x", "Exclude records of these tags (comma-separated, globs); repeatable")
         ->type_name("TAGLIST")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
     app.add_option("-I", "Include only records matching REGEX (of these tags); repeatable")
         ->type_name("[TAGLIST:]REGEX")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
     app.add_option("-X", "Exclude records matching REGEX (of these tags); repeatable")
         ->type_name("[TAGLIST:]REGEX")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
   }
 }
 

@@ -115,6 +115,15 @@ def case_options():
     golden("opt.I.txt", out)
     rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-X", "Timestamp:Resp", "-x", "Begin,End,Link"])
     golden("opt.X.txt", out)
+    # Repeated options accumulate (varnishlog: "-i ReqURL -i RespStatus" = "-i ReqURL,RespStatus").
+    rc, out, err = run(["-n", n, "-d", "-g", "request", "-i", "ReqURL", "-i", "RespStatus"])
+    check(rc == 0, f"-i twice: exit {rc}: {err!r}")
+    golden("opt.i.txt", out)
+    rc, out, err = run(["-n", n, "-d", "-g", "raw", "-X", "Timestamp:Resp", "-x", "Begin", "-x", "End,Link"])
+    check(rc == 0, f"-x twice: exit {rc}: {err!r}")
+    golden("opt.X.txt", out)
+    rc, out, err = run(["-n", n, "-d", "-g", "raw", "-I", "ReqHeader:curl", "-I", "ReqHeader:nomatch", "-i", "ReqURL"])
+    check(rc == 0 and "curl" in out, f"-I twice: exit {rc}: {err!r}")
     rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-I", "^GET$"])
     check(out.count("\n") == 3 and "ReqMethod" in out and "BereqMethod" in out, f"-I without taglist: {out!r}")
     # -c / -b
