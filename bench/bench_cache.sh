@@ -25,7 +25,8 @@
 #   ROUNDS (3), PASS_DURATION (s per part-2 throughput run, 8), PASS_REQS (requests under
 #   strace, 5), PART (1, 2 or both; default both), READERS (1: attach the log readers in
 #   part 1, the default; 0: none, to see what the readers cost), P2_TRANSPORTS (order of
-#   the part-2 ringproxy runs, default "writev io_uring").
+#   the part-2 ringproxy runs, default "writev io_uring"), PASS_EXTRA (more ringproxy
+#   options for both part-2 proxies and both transports, e.g. "--pass-window 16M").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench_cache
@@ -207,7 +208,7 @@ part2() {
   echo "Part 2 (seeds/000): 64 MiB object $BIG, passed by an outer cache to an inner one that holds it"
   echo "  ringproxy: inner --default-ttl 600 (the object is a hit there), outer --default-ttl 0 (the"
   echo "  object is uncacheable there: hit-for-pass, every GET a pass through a transient object);"
-  echo "  both $THREADS workers, same --transport and --crc32. varnishd: inner -t 600 -s malloc,256m,"
+  echo "  both $THREADS workers, same --transport and --crc32${PASS_EXTRA:+ and $PASS_EXTRA}. varnishd: inner -t 600 -s malloc,256m,"
   echo "  outer vcl_recv return (pass). Throughput: wrk -t1 -c1 -d${PASS_DURATION}s; syscalls: strace -c -f"
   echo "  on each process around $PASS_REQS sequential curl requests (MiB/s below = MiB per second)."
   local tr crc ip op IPORT XPORT inst label code
@@ -215,7 +216,8 @@ part2() {
   for tr in $P2_TRANSPORTS; do
     for crc in no yes; do
       label="ringproxy $tr crc=$crc"
-      local extra=(--transport "$tr")
+      # shellcheck disable=SC2206  # PASS_EXTRA is a list of options
+      local extra=(--transport "$tr" ${PASS_EXTRA:-})
       [ "$crc" = yes ] && extra+=(--crc32)
       IPORT=$(free_port)
       start_proxy "bench-inner-$tr-$crc" "$IPORT" "$OPORT" --default-ttl 600 "${extra[@]}"

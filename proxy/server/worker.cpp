@@ -1280,8 +1280,10 @@ void Client::receive_body(BackendConn& c) {
       continue;
     }
     if (space_) space_->take();  // cleared before looking: a wake-up after this is not lost
-    std::span<std::uint8_t> room = f.into->write_space();
-    if (room.empty()) {
+    std::size_t want = f.rh.body == http::BodyKind::Length ? std::size_t(std::min<std::uint64_t>(f.body_left, SIZE_MAX))
+                                                           : SIZE_MAX;
+    rop_->niov = f.into->write_spans(rop_->iov, delivery::RecvOp::kMaxSpans, want);
+    if (rop_->niov == 0) {
       if (f.into->failed()) {
         f.bereq.record(Tag::FetchError, "storage exhausted");
         w_.counters().add(M::fetch_failed);
@@ -1292,13 +1294,11 @@ void Client::receive_body(BackendConn& c) {
       }
       return;
     }
-    std::size_t len = room.size();
-    if (f.rh.body == http::BodyKind::Length) len = std::size_t(std::min<std::uint64_t>(len, f.body_left));
     if (!c.quiet) {  // the socket's read events would only wake the loop for nothing now
       c.quiet = true;
       w_.mod_fd(c.fd, &c, EPOLLRDHUP);
     }
-    if (!w_.transport().recv(c.fd, room.data(), len, *rop_)) {
+    if (!w_.transport().recv(c.fd, *rop_)) {
       scheduled_ = true;  // no submission slot: try again on the next turn
       w_.schedule(this);
     }

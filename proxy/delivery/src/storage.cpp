@@ -82,13 +82,23 @@ void Object::fire_locked() noexcept {
 }
 
 
+// The write position: after the full segments, before the empty ones at the tail
+// (segments write_spans() added ahead); segs_.size() when every segment is full.
+std::size_t Object::cursor_locked() const noexcept {
+  std::size_t i = segs_.size();
+  while (i > 0 && segs_[i - 1]->len == 0) --i;
+  if (i > 0 && segs_[i - 1]->len < segs_[i - 1]->cap) --i;
+  return i;
+}
+
 std::span<std::uint8_t> Object::write_space() noexcept {
   {
     std::lock_guard lk(mu_);
     if (state_ != ObjState::busy) return {};
-    if (!segs_.empty()) {
-      Segment* t = segs_.back();
-      if (t->len < t->cap) return {t->data + t->len, t->cap - t->len};
+    std::size_t i = cursor_locked();
+    if (i < segs_.size()) {
+      Segment* t = segs_[i];
+      return {t->data + t->len, t->cap - t->len};
     }
   }
   // A new segment, allocated without our lock (eviction may call into the cache).
@@ -117,11 +127,62 @@ std::span<std::uint8_t> Object::write_space() noexcept {
   return {p, n};
 }
 
+std::size_t Object::write_spans(iovec* out, std::size_t max, std::size_t max_bytes) noexcept {
+  if (max == 0 || max_bytes == 0) return 0;
+  std::span<std::uint8_t> sp = write_space();
+  if (sp.empty()) return 0;
+  std::size_t k = 0, total = std::min(sp.size(), max_bytes);
+  out[k++] = iovec{sp.data(), total};
+  {  // segments already added ahead (a receive that was not queued) come first
+    std::lock_guard lk(mu_);
+    for (std::size_t i = cursor_locked() + 1; i < segs_.size() && k < max && total < max_bytes; ++i) {
+      std::size_t take = std::min(segs_[i]->cap, max_bytes - total);
+      out[k++] = iovec{segs_[i]->data, take};
+      total += take;
+    }
+  }
+  while (transient_ && k < max && total < max_bytes) {
+    std::size_t n = seg_size_;
+    if (held_.load(std::memory_order_relaxed) + n > window_) break;
+    std::uint8_t* p = store_->seg_alloc(n, true, this);
+    if (!p) break;  // not a failure: the receive takes what it has
+    auto* s = new (std::nothrow) Segment{p, n, 0, 0};
+    if (!s) {
+      store_->seg_free(p, n, true);
+      break;
+    }
+    std::lock_guard lk(mu_);
+    s->seq = first_seq_ + segs_.size();
+    segs_.push_back(s);
+    std::size_t h = held_.fetch_add(n, std::memory_order_relaxed) + n;
+    if (h > peak_held_.load(std::memory_order_relaxed)) peak_held_.store(h, std::memory_order_relaxed);
+    std::size_t take = std::min(n, max_bytes - total);
+    out[k++] = iovec{p, take};
+    total += take;
+  }
+  return k;
+}
+
 void Object::commit(std::size_t n) noexcept {
   std::lock_guard lk(mu_);
-  assert(!segs_.empty() && segs_.back()->len + n <= segs_.back()->cap);
-  segs_.back()->len += n;
+  std::size_t i = cursor_locked();
   fetched_ += n;
+  while (n > 0) {
+    assert(i < segs_.size());
+    Segment* s = segs_[i];
+    std::size_t k = std::min(n, s->cap - s->len);
+    s->len += k;
+    n -= k;
+    if (s->len == s->cap) ++i;
+  }
+  // Segments added ahead that the bytes did not reach go back (one empty tail is kept).
+  while (segs_.size() > i + 1 && segs_.back()->len == 0) {
+    Segment* s = segs_.back();
+    segs_.pop_back();
+    held_.fetch_sub(s->cap, std::memory_order_relaxed);
+    store_->seg_free(s->data, s->cap, transient_);
+    delete s;
+  }
   fire_locked();
 }
 
@@ -165,7 +226,7 @@ bool Object::arm_space(Notify* n) noexcept {
   std::lock_guard lk(mu_);
   if (state_ != ObjState::busy) return false;
   if (held_.load(std::memory_order_relaxed) + seg_size_ <= window_) return false;
-  if (!segs_.empty() && segs_.back()->len < segs_.back()->cap) return false;
+  if (cursor_locked() < segs_.size()) return false;  // the write position has room
   n->armed = true;
   space_waiter_ = n;
   return true;
@@ -266,7 +327,9 @@ int ObjectReader::lease(ScatterArray& sa) noexcept {
     Segment* s = o.segs_[idx];
     std::size_t avail = s->len - off_;
     if (avail == 0) {
-      if (s->len == s->cap || idx + 1 < o.segs_.size()) {
+      // Only a full segment is left behind: the one at the write position may still
+      // grow even when segments follow it (added ahead for a vectored receive).
+      if (s->len == s->cap) {
         ++seq_;
         off_ = 0;
         continue;

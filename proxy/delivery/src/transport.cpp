@@ -116,7 +116,7 @@ class UringTransport : public Transport {
   int completion_fd() const noexcept override { return ring_.ring_fd; }
   bool drives_loop() const noexcept override { return true; }
 
-  bool recv(int fd, void* buf, std::size_t len, RecvOp& op) noexcept override {
+  bool recv(int fd, RecvOp& op) noexcept override {
     if (op.inflight) return true;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) {
@@ -130,7 +130,7 @@ class UringTransport : public Transport {
       // MSG_WAITALL, cut by a linked timeout: a receive cancelled after some bytes
       // completes with those bytes, so a slow backend's data is handed on (and resets
       // the between-bytes timer) within batch_us, and a fast one's in large pieces.
-      io_uring_prep_recv(sqe, fd, buf, len, MSG_WAITALL);
+      prep(sqe, fd, op, MSG_WAITALL);
       sqe->flags |= IOSQE_IO_LINK;
       io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(&op) | 1);
       auto* ts = reinterpret_cast<__kernel_timespec*>(op.ts_);
@@ -141,13 +141,23 @@ class UringTransport : public Transport {
       io_uring_sqe_set_data64(tsqe, kTimeoutTag);
       ++queued_;
     } else {
-      io_uring_prep_recv(sqe, fd, buf, len, 0);
+      prep(sqe, fd, op, 0);
       io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(&op) | 1);
     }
     op.inflight = true;
     op.done = false;
     ++queued_;
     return true;
+  }
+  static void prep(io_uring_sqe* sqe, int fd, RecvOp& op, int flags) noexcept {
+    if (op.niov == 1) {
+      io_uring_prep_recv(sqe, fd, op.iov[0].iov_base, op.iov[0].iov_len, flags);
+    } else {
+      op.msg_ = msghdr{};
+      op.msg_.msg_iov = op.iov;
+      op.msg_.msg_iovlen = op.niov;
+      io_uring_prep_recvmsg(sqe, fd, &op.msg_, unsigned(flags));
+    }
   }
   void take_recvs(std::vector<RecvOp*>& done) noexcept override {
     done.insert(done.end(), recvs_.begin(), recvs_.end());

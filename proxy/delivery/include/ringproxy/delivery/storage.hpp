@@ -6,6 +6,7 @@
 // Never blocks a caller on I/O; the only locks are short per-object/store mutexes.
 #pragma once
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
@@ -119,6 +120,13 @@ class Object : public std::enable_shared_from_this<Object> {
   // Zero-copy variant: writable room at the tail (empty: window full or no storage;
   // failed() tells which), then commit the bytes written there.
   std::span<std::uint8_t> write_space() noexcept;
+  // Several spans for one vectored receive, at most max_bytes in all: write_space(), then
+  // (transient objects) new segments while the window has room. Returns the number of
+  // iovecs filled (0 as write_space() empty). commit() keeps what the bytes reached and
+  // frees the segments they did not.
+  std::size_t write_spans(iovec* out, std::size_t max, std::size_t max_bytes) noexcept;
+  // n bytes were written at the write position (across segments when write_spans gave
+  // several). Only the segment at the write position can be partly filled.
   void commit(std::size_t n) noexcept;
   // The body's expected length (Content-Length), before the first append: segments are
   // then sized to it instead of segment_size, so a 1 KiB object takes 1 KiB of storage.
@@ -153,6 +161,7 @@ class Object : public std::enable_shared_from_this<Object> {
   Object(Store* s, bool transient, std::size_t window, std::uint64_t id);
   void fire_locked() noexcept;
   void release_transient_locked(std::uint64_t reader_seq) noexcept;
+  std::size_t cursor_locked() const noexcept;
 
   Store* store_;
   const bool transient_;

@@ -5,6 +5,7 @@
 // SENDMSG_ZC) and their leases go back only on the notification completion.
 #pragma once
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cstdint>
 #include <memory>
@@ -80,6 +81,10 @@ struct RecvOp {
   // it was submitted, whichever is first (fewer, larger completions from a fast peer; a
   // slow peer's bytes still come out within batch_us). 0: whatever has arrived.
   unsigned batch_us = 0;
+  static constexpr std::size_t kMaxSpans = 8;
+  iovec iov[kMaxSpans]{};  // where the bytes go (the owner fills them before recv())
+  std::size_t niov = 0;
+  msghdr msg_{};           // the kernel reads these while the receive is queued
   long long ts_[2] = {0, 0};  // the kernel's timespec for the batch timeout
 };
 
@@ -107,10 +112,10 @@ class Transport {
     (void)epoll_fd, (void)timeout_ms, (void)changed;
     return true;
   }
-  // Queues a receive of up to len bytes into buf (io_uring only; false: not offered,
-  // the caller reads the socket itself). Its completion comes out of take_recvs().
-  virtual bool recv(int fd, void* buf, std::size_t len, RecvOp& op) noexcept {
-    (void)fd, (void)buf, (void)len, (void)op;
+  // Queues a receive into op.iov[0..niov) (io_uring only; false: not offered, the
+  // caller reads the socket itself). Its completion comes out of take_recvs().
+  virtual bool recv(int fd, RecvOp& op) noexcept {
+    (void)fd, (void)op;
     return false;
   }
   // Appends the receives completed by the last wait()/reap() to done.
