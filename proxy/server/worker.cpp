@@ -1836,8 +1836,11 @@ void Client::start_delivery() {
   }
 
   // A scatter array as large as the transport takes for a large stored object (io_uring:
-  // a 64 MiB hit goes out in one send), the usual 64 extents otherwise.
+  // a 64 MiB hit goes out in one send), the usual 64 extents otherwise. A filter that
+  // reads every byte (crc32, gzip) fills the array before it goes: 128 extents (8 MiB
+  // of 64 KiB segments) keep its work overlapping the sends.
   std::size_t iov = std::clamp<std::size_t>(64 + obj_->fetched() / (64 << 10), 64, w_.transport().max_iov());
+  if (crc_ || plan.coding != cache::DeliveryPlan::Coding::none) iov = std::min<std::size_t>(iov, 128);
   sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get(), iov);
   sender_->user = this;
   sender_->zerocopy = !peer_.loopback();
