@@ -387,6 +387,8 @@ class Client : public Handler {
   bool transport_receives() const noexcept;
   void receive_body(BackendConn& c);
   void backend_read_end(int err);
+  bool can_retry_fetch() const noexcept;
+  void retry_fetch(const char* why);
   bool parse_backend_head();
   void fill_response();
   void deliver_head();
@@ -1166,17 +1168,8 @@ void Client::pump_backend() {
     f.body_tx += sent - h;
     if (blocked) c->can_write = false;
     if (!ok) {
-      if (f.reused && !f.got_any && !f.retried && req_body_rx_ == 0 && req_body_done_) {
-        // The pooled connection was closed by the backend: retry once on a new one.
-        w_.counters().add(M::backend_retry);
-        RP_TRACE(req_, "fetch retry: reused connection failed on send");
-        w_.release_backend_conn(c, false, "close");
-        f.conn = nullptr;
-        f.retried = true;
-        f.out.clear();
-        f.out.append(f.head);
-        f.hdr_tx = 0;
-        connect_backend();
+      if (can_retry_fetch()) {
+        retry_fetch("fetch retry: reused connection failed on send");
         return;
       }
       char why[160];
@@ -1310,28 +1303,39 @@ void Client::receive_body(BackendConn& c) {
   }
 }
 
+// A pooled connection the backend had closed (nothing came back, no request body to
+// resend): the fetch may go again, once, on a new connection.
+bool Client::can_retry_fetch() const noexcept {
+  const Fetch& f = *f_;
+  return f.reused && !f.got_any && !f.retried && req_body_rx_ == 0 && req_body_done_;
+}
+
+void Client::retry_fetch(const char* why) {
+  (void)why;  // trace text (RP_TRACE is empty in the notrace build)
+  Fetch& f = *f_;
+  w_.counters().add(M::backend_retry);
+  RP_TRACE(req_, "%s", why);
+  w_.release_backend_conn(f.conn, false, "close");
+  f.conn = nullptr;
+  f.retried = true;
+  f.out.clear();
+  f.out.append(f.head);
+  f.hdr_tx = 0;
+  f.in.clear();
+  f.rp.reset();
+  connect_backend();  // sets the state
+}
+
 // The backend's stream ended (err 0) or failed (err) before the body did.
 void Client::backend_read_end(int e) {
   Fetch& f = *f_;
-  BackendConn* c = f.conn;
   if (f.st == Fetch::Body && f.rh.body == http::BodyKind::UntilClose) {
     f.body_end = true;
     fill_response();
     return;
   }
-  if (!f.got_any && f.reused && !f.retried && req_body_rx_ == 0 && req_body_done_) {
-    w_.counters().add(M::backend_retry);
-    RP_TRACE(req_, "fetch retry: reused connection closed before a response");
-    w_.release_backend_conn(c, false, "close");
-    f.conn = nullptr;
-    f.retried = true;
-    f.out.clear();
-    f.out.append(f.head);
-    f.hdr_tx = 0;
-    f.in.clear();
-    f.rp.reset();
-    f.st = Fetch::Connecting;
-    connect_backend();
+  if (can_retry_fetch()) {
+    retry_fetch("fetch retry: reused connection closed before a response");
     return;
   }
   char why[160];
