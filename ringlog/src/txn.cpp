@@ -71,46 +71,25 @@ void give_buffer(std::uint8_t* buf, std::size_t cap) {
     t_buffers.give(buf, cap);
 }
 
-// "seconds.micros", from nanoseconds.
-std::size_t format_seconds(char* out, std::uint64_t ns) {
-  std::uint64_t us = ns / 1000;
-  std::uint64_t sec = us / 1000000;
-  std::size_t n;
-  if (sec >= 1000) {
-    // Absolute times: a thread formats the same second many times in a row.
-    thread_local std::uint64_t t_sec = 0;
-    thread_local char t_txt[20];
-    thread_local std::size_t t_len = 0;
-    if (sec != t_sec) {
-      t_len = ringlog::format_u64(t_txt, sec);
-      t_sec = sec;
-    }
-    std::memcpy(out, t_txt, t_len);
-    n = t_len;
-  } else {
-    n = ringlog::format_u64(out, sec);
-  }
-  out[n++] = '.';
-  format_6digits(out + n, std::uint32_t(us % 1000000));
-  return n + 6;
-}
-
-std::size_t format_delta(char* out, std::uint64_t now, std::uint64_t then) {
-  if (now >= then) return format_seconds(out, now - then);
-  out[0] = '-';  // the realtime clock stepped back
-  return 1 + format_seconds(out + 1, then - now);
-}
+// The seconds of absolute times with their '.', per thread: a thread formats the same
+// second many times in a row. Constant-initialized, so reading it costs no guard.
+struct SecondText {
+  std::uint64_t sec = ~std::uint64_t{0};
+  std::size_t len = 0;
+  char txt[24] = {};  // digits and '.'; copied 16 bytes at a time
+};
+thread_local SecondText t_second;
 
 // "<type> <vxid> <reason>", the payload of Begin and Link.
 std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t vxid, std::string_view reason) {
   std::string_view tn = type_name(type);
   std::size_t n = tn.size();
-  std::memcpy(out, tn.data(), n);
+  fmt_detail::copy_short(out, tn.data(), n);
   out[n++] = ' ';
   n += ringlog::format_u64(out + n, vxid);
   out[n++] = ' ';
   std::size_t r = std::min(reason.size(), room - n);
-  std::memcpy(out + n, reason.data(), r);
+  fmt_detail::copy_short(out + n, reason.data(), r);
   return n + r;
 }
 
@@ -256,18 +235,48 @@ void Txn::timestamp_now(std::string_view label) noexcept {
 void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
   if (!buf_) return;
   if (t_start_ns_ == 0) t_start_ns_ = t_prev_ns_ = ns;
-  char b[160];
+  // "Label: <absolute> <since start> <since previous>", formatted in one pass straight
+  // into the buffer when it has room for the longest one (else on the stack, then put).
+  constexpr std::size_t kMax = 64 + 2 + 20 + 1 + 21 + 1 + 21;  // room the formatters need
+  constexpr std::size_t kShortHeader = 2;  // tag and a one-byte length: payloads < 120 bytes
+  char tmp[kMax];
+  const bool direct = max_rec_ >= kMax && std::size_t(end_ - pos_) >= kMax + kRecordHeaderMax;
+  char* b = direct ? reinterpret_cast<char*>(pos_) + kShortHeader : tmp;
   std::size_t n = std::min<std::size_t>(label.size(), 64);
-  std::memcpy(b, label.data(), n);
+  fmt_detail::copy_short(b, label.data(), n);
   b[n++] = ':';
   b[n++] = ' ';
-  n += format_seconds(b + n, ns);
+  std::uint64_t us = ns / 1000;
+  std::uint64_t sec = us / 1000000;
+  SecondText& st = t_second;
+  if (sec != st.sec) [[unlikely]] {
+    st.len = format_u64(st.txt, sec);
+    st.txt[st.len++] = '.';
+    st.sec = sec;
+  }
+  std::memcpy(b + n, st.txt, 16);  // the seconds and '.': at most 12 bytes (u64 nanoseconds)
+  n += st.len;
+  format_6digits(b + n, std::uint32_t(us - sec * 1000000));
+  n += 6;
   b[n++] = ' ';
-  n += format_delta(b + n, ns, t_start_ns_);
+  n += format_seconds_delta(b + n, ns, t_start_ns_);
   b[n++] = ' ';
-  n += format_delta(b + n, ns, t_prev_ns_);
+  n += format_seconds_delta(b + n, ns, t_prev_ns_);
   t_prev_ns_ = ns;
-  put(Tag::Timestamp, b, n);
+  if (!direct) {
+    put(Tag::Timestamp, tmp, n);
+    return;
+  }
+  std::uint8_t h[kRecordHeaderMax];
+  std::size_t hl = encode_record_header(h, Tag::Timestamp, n, false);
+  if (hl == kShortHeader) [[likely]] {
+    pos_[0] = h[0];
+    pos_[1] = h[1];
+  } else {
+    std::memmove(pos_ + hl, pos_ + kShortHeader, n);  // a long label and long deltas
+    std::memcpy(pos_, h, hl);
+  }
+  pos_ += hl + n;
 }
 
 void Txn::link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <sstream>
 #include <cctype>
@@ -163,6 +164,49 @@ TEST(TxnBatching, TimestampsSinceStartAndPrevious) {
   EXPECT_TRUE(seconds_field(since_start, true)) << ts[4];
   EXPECT_TRUE(seconds_field(since_prev, true)) << ts[4];
   EXPECT_FALSE(fields >> extra) << ts[4];
+}
+
+// Timestamps formatted in place must read exactly as "%s: %llu.%06llu ..." did, for any
+// label length (cut at 64; the longest payloads need a 3-byte record header), any clock
+// value and step, and whether the record fits the buffer or ships it first.
+TEST(TxnBatching, TimestampsMatchPrintfFormatting) {
+  auto sec = [](std::uint64_t ns) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%llu.%06llu", (unsigned long long)(ns / 1000000000),
+                  (unsigned long long)(ns / 1000 % 1000000));
+    return std::string(b);
+  };
+  auto delta = [&](std::uint64_t now, std::uint64_t then) { return now >= then ? sec(now - then) : "-" + sec(then - now); };
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 22}, {.txn_buffer = 4096});
+  std::mt19937_64 rng(3);
+  std::vector<std::string> want;
+  Txn t = log.begin(TxnType::req, "rxreq");
+  std::uint64_t start = 0, prev = 0;
+  const std::string long_label(80, 'L');
+  for (int i = 0; i < 3000; ++i) {
+    std::uint64_t ns;
+    switch (i % 5) {
+      case 0: ns = prev + rng() % 2000000; break;                     // under a second later
+      case 1: ns = prev - std::min<std::uint64_t>(prev, rng() % 5000); break;  // the clock stepped back
+      case 2: ns = rng() >> (rng() % 64); break;                      // anything
+      case 3: ns = UINT64_MAX - rng() % 1000; break;                  // the longest numbers
+      default: ns = 1795990488752601000ULL + rng() % 100000000000ULL; break;
+    }
+    if (i == 0) ns = 1;  // the start: deltas of ~1.8e10 s later on
+    std::string label = i % 7 == 0 ? long_label : std::string(std::size_t(i % 13), char('a' + i % 26));
+    t.timestamp(label, ns);
+    if (i == 0) start = prev = ns;
+    want.push_back(label.substr(0, 64) + ": " + sec(ns) + " " + delta(ns, start) + " " + delta(ns, prev));
+    prev = ns;
+  }
+  t.end();
+  std::vector<std::string> got;
+  for (const auto& b : test::read_batches(p))
+    for (const auto& s : test::payloads(b, Tag::Timestamp)) got.push_back(s);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+  EXPECT_GT(test::read_batches(p).size(), 10u) << "the buffer filled and shipped many times";
 }
 
 TEST(TxnBatching, TimestampWhileMaskedReadsNoClock) {

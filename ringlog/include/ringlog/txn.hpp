@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 
+#include "ringlog/fmt.hpp"
 #include "ringlog/record.hpp"
 #include "ringlog/tags.hpp"
 
@@ -103,37 +104,11 @@ class Txn {
   void put(Tag t, const void* p, std::size_t n) noexcept {
     if (n <= max_rec_ && std::size_t(end_ - pos_) >= n + kRecordHeaderMax) [[likely]] {
       pos_ += encode_record_header(pos_, t, n, false);
-      copy_payload(pos_, p, n);
+      fmt_detail::copy_short(pos_, p, n);  // short records: inline moves, no libc call
       pos_ += n;
       return;
     }
     put_slow(t, p, n);
-  }
-  // Short records are the common case: copy them inline with overlapping fixed-size
-  // moves instead of a libc call per record (never reads outside [p, p + n)).
-  static void copy_payload(std::uint8_t* d, const void* src, std::size_t n) noexcept {
-    const auto* s = static_cast<const std::uint8_t*>(src);
-    if (n > 32) {
-      std::memcpy(d, s, n);
-    } else if (n >= 16) {
-      copy_pair<16>(d, s, n);
-    } else if (n >= 8) {
-      copy_pair<8>(d, s, n);
-    } else if (n >= 4) {
-      copy_pair<4>(d, s, n);
-    } else if (n) {
-      d[0] = s[0];
-      d[n / 2] = s[n / 2];
-      d[n - 1] = s[n - 1];
-    }
-  }
-  template <std::size_t K>
-  static void copy_pair(std::uint8_t* d, const std::uint8_t* s, std::size_t n) noexcept {
-    std::uint8_t a[K], b[K];
-    std::memcpy(a, s, K);
-    std::memcpy(b, s + n - K, K);
-    std::memcpy(d, a, K);
-    std::memcpy(d + n - K, b, K);
   }
   void put_slow(Tag t, const void* p, std::size_t n) noexcept;
   // Out of line and cold, so that a disabled trace point's code stays a fall-through.
