@@ -39,6 +39,8 @@ run_wrk() {
   P99[$name]+="$WRK_P99 "
   if [ -n "$WRK_ERRORS" ]; then echo "  ($name: $WRK_ERRORS)"; fi
 }
+# shellcheck disable=SC2206 # the list splits into its values
+last() { local v=(${RPS[$1]}); echo "${v[-1]}"; }  # the latest req/s of NAME
 report() {
   # shellcheck disable=SC2086 # the lists split into their values
   printf '  %-30s %10s req/s   p50 %-9s p99 %-9s (req/s per run: %s)\n' "$1" "$(median ${RPS[$1]})" \
@@ -81,11 +83,19 @@ FPORT=$(free_port)
 start_proxy "$PROXY" bench-full "$FPORT"                # the default tag mask: every record
 MPORT=$(free_port)
 start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
-for _ in $(seq "$ROUNDS"); do
+# Full logging and masked swap places every round (ABBA), so that a drift of the
+# machine's load over a round does not favour the one that always runs first.
+for r in $(seq "$ROUNDS"); do
   run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
   run_wrk "haproxy 2.6" "http://127.0.0.1:$HPORT/size/1024"
-  run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
-  run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
+  if [ $((r % 2)) -eq 1 ]; then
+    run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
+    run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
+  else
+    run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
+    run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
+  fi
+  echo "  round $r: full/masked $(ratio "$(last "ringproxy full logging")" "$(last "ringproxy logging masked")")x"
 done
 for n in "origin direct" "haproxy 2.6" "ringproxy full logging" "ringproxy logging masked"; do report "$n"; done
 
@@ -96,10 +106,15 @@ start_proxy "$PROXY" bench-trace-off "$TPORT"
 NPORT=$(free_port)
 start_proxy "$NOTRACE" bench-notrace "$NPORT"
 served() { "$READER" --stats "$RINGLOG_DIR/$1" | awk '$1 == "MAIN.client_req" {print $2}'; }
-for _ in $(seq 30); do
+for r in $(seq 30); do
   if [ "$(served bench-trace-off)" -ge 100000 ] && [ "$(served bench-notrace)" -ge 100000 ]; then break; fi
-  run_wrk "ringproxy tracing off" "http://127.0.0.1:$TPORT/size/1024" 4
-  run_wrk "ringproxy trace compiled out" "http://127.0.0.1:$NPORT/size/1024" 4
+  if [ $((r % 2)) -eq 1 ]; then  # ABBA, as above
+    run_wrk "ringproxy tracing off" "http://127.0.0.1:$TPORT/size/1024" 4
+    run_wrk "ringproxy trace compiled out" "http://127.0.0.1:$NPORT/size/1024" 4
+  else
+    run_wrk "ringproxy trace compiled out" "http://127.0.0.1:$NPORT/size/1024" 4
+    run_wrk "ringproxy tracing off" "http://127.0.0.1:$TPORT/size/1024" 4
+  fi
 done
 report "ringproxy tracing off"
 report "ringproxy trace compiled out"
@@ -118,7 +133,9 @@ for line in sys.stdin:
 v = sorted(v[-100000:])
 q = [v[int(len(v) * k / 10)] for k in range(1, 10)] if v else []
 print("  %-30s n=%d  " % (sys.argv[1], len(v)) + " ".join("%.6f" % x for x in q))
-' "$2"
+if q:
+    open(sys.argv[2], "w").write("%.6f %.6f\n" % (q[4], q[8]))
+' "$2" "$WORK/q.$1"
 }
 echo
 echo "Timestamp Process, seconds since request start (10% 20% ... 90%):"
@@ -132,3 +149,9 @@ echo "ratios (medians):"
 echo "  ringproxy full logging / haproxy 2.6:   $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6')")x  (target >= 1.0)"
 echo "  full logging / logging masked:          $(ratio "$(m 'ringproxy full logging')" "$(m 'ringproxy logging masked')")x  (target >= 0.95)"
 echo "  tracing off / compiled out (req/s):     $(ratio "$(m 'ringproxy tracing off')" "$(m 'ringproxy trace compiled out')")x"
+if [ -s "$WORK/q.bench-trace-off" ] && [ -s "$WORK/q.bench-notrace" ]; then
+  read -r t50 t90 <"$WORK/q.bench-trace-off"
+  read -r n50 n90 <"$WORK/q.bench-notrace"
+  echo "  Timestamp Process p50 tracing off / compiled out: $t50 / $n50 s = $(ratio "$t50" "$n50")x;" \
+    "p90 $t90 / $n90 s = $(ratio "$t90" "$n90")x  (target: within noise)"
+fi
