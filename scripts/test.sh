@@ -5,6 +5,7 @@
 #   3. an AddressSanitizer+UBSan build running the tests labelled "asan",
 #   4. the libFuzzer targets for a bounded time each (clang).
 # Usage: scripts/test.sh [--quick]   (--quick: normal build only)
+# Environment: JOBS (parallel jobs, nproc), FUZZ_SECONDS (per fuzz target, 45).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,7 +46,8 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1
 if [ -d tests/fuzz ] && ls tests/fuzz/*.cpp >/dev/null 2>&1; then
   step "fuzz targets (libFuzzer, clang)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRINGLOG_BUILD_FUZZ=ON \
-        -DRINGLOG_BUILD_TESTS=ON -DRINGLOG_BUILD_BENCH=OFF -DRINGLOG_BUILD_TOOLS=ON >/dev/null
+        -DRINGLOG_BUILD_TESTS=ON -DRINGLOG_BUILD_BENCH=OFF -DRINGLOG_BUILD_TOOLS=ON \
+        -DRINGLOG_FUZZ_SECONDS="${FUZZ_SECONDS:-45}" >/dev/null
   cmake --build build-fuzz -j "$JOBS" --target fuzz_all
   ctest --test-dir build-fuzz -L fuzz -j "$JOBS" --output-on-failure --timeout 600
 fi
