@@ -108,6 +108,45 @@ std::optional<double> parse_wait(std::string_view s) {
   }
 }
 
+void copy_txn_fields(Transaction& to, const Transaction& from) {
+  to.vxid = from.vxid;
+  to.kind = from.kind;
+  to.type = from.type;
+  to.parent = from.parent;
+  to.reason = from.reason;
+  to.level = from.level;
+  to.begun = from.begun;
+  to.ended = from.ended;
+}
+
+RawSelect::RawSelect(ReaderOptions& o) {
+  if (o.mode != Grouping::raw || (o.query_set.empty() && !o.limit && !o.rate_limiter.enabled())) return;
+  active_ = true;
+  queries_ = std::move(o.query_set);
+  o.query_set = QuerySet();
+  limit_ = o.limit;
+  o.limit = 0;
+  rate_ = o.rate_limiter;
+  o.rate_limiter = RateLimiter();
+  // The record filter, already built by prepare(), keeps -c/-b for each record it shows.
+  client_ = o.client;
+  backend_ = o.backend;
+  o.client = o.backend = false;
+}
+
+bool RawSelect::side_ok(const Record& r) const noexcept {
+  if ((!client_ && !backend_) || r.vxid == 0) return true;
+  if (client_) return r.kind == VxidKind::client || r.kind == VxidKind::session;
+  return r.kind == VxidKind::backend;
+}
+
+bool RawSelect::query_one(const Transaction& t, std::size_t i) {
+  copy_txn_fields(one_, t);
+  one_.records.assign(1, t.records[i]);
+  const Group g{Grouping::raw, {&one_}};
+  return queries_.matches(g);
+}
+
 std::string missing_ring_message(const std::string& instance, const std::string& path) {
   std::string who = instance.empty() ? "the default instance" : "'" + instance + "'";
   return "no ring at " + path + " (looked for " + who +

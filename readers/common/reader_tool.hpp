@@ -214,6 +214,57 @@ class ReaderLoop {
   bool flush_on_stop_ = false;
 };
 
+// -g raw with -q, -k or -R. varnishlog and varnishtop treat every record as a
+// transaction of its own there: -q tests each record, -k and -R count records. The
+// loop hands over a ring batch (the records one transaction wrote at once) as one raw
+// group, so with any of these three RawSelect takes them (and -c/-b, which the loop
+// would judge per batch) out of the loop's options and selects record by record.
+// Copies a transaction's identity and Begin/End state, not its records.
+void copy_txn_fields(Transaction& to, const Transaction& from);
+
+class RawSelect {
+ public:
+  // Call after prepare() and before the ReaderLoop is made from o.
+  explicit RawSelect(ReaderOptions& o);
+  bool active() const noexcept { return active_; }
+  bool done() const noexcept { return done_; }
+  // -c/-b for one record: the side of its vxid (records of no transaction pass).
+  bool side_ok(const Record& r) const noexcept;
+
+  // For each transaction t of g: begin(t), then emit(t, i, r) for each record i that
+  // -q selects (the record alone), accept(r) takes and -R lets through, then end(t).
+  // Once -k records were emitted it stops the loop and hands over nothing more.
+  template <class Begin, class Accept, class Emit, class End>
+  void select(const Group& g, ReaderLoop& loop, Begin&& begin, Accept&& accept, Emit&& emit, End&& end) {
+    for (const Transaction* t : g.txns) {
+      if (done_) return;
+      begin(*t);
+      for (std::size_t i = 0; i < t->records.size() && !done_; ++i) {
+        if (!queries_.empty() && !query_one(*t, i)) continue;
+        const Record r = t->record(i);
+        if (!accept(r)) continue;
+        if (rate_.enabled() && !rate_.allow(std::chrono::steady_clock::now())) continue;
+        emit(*t, i, r);
+        if (limit_ && ++taken_ >= limit_) {
+          done_ = true;
+          loop.stop();
+        }
+      }
+      end(*t);
+    }
+  }
+
+ private:
+  bool query_one(const Transaction& t, std::size_t i);
+
+  bool active_ = false, done_ = false;
+  bool client_ = false, backend_ = false;
+  QuerySet queries_;
+  std::uint64_t limit_ = 0, taken_ = 0;
+  RateLimiter rate_;
+  Transaction one_;  // the record a query looks at, as a transaction of its own
+};
+
 // Where a tool looked for the ring, for error messages: "no ring at PATH (instance
 // 'NAME'); name another with -n NAME or a ring path, or wait for it with -t SECONDS".
 std::string missing_ring_message(const std::string& instance, const std::string& path);

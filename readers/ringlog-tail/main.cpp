@@ -200,32 +200,9 @@ int main(int argc, char** argv) {
     return rt::kExitRuntime;
   }
 
-  // varnishlog -g raw treats every record as a transaction of its own: -q tests each
-  // record, -k and -R count records. The loop hands over a ring batch (the records one
-  // transaction wrote at once) as one raw group, so with any of these three the
-  // selection is taken out of the loop and done here, record by record. -k and -R
-  // count the records printed (or, with -w, stored).
-  struct RawSelect {
-    bool active = false, done = false;
-    ringlog::QuerySet queries;
-    std::uint64_t limit = 0, taken = 0;
-    rt::RateLimiter rate;
-    bool client = false, backend = false;  // -c/-b, per record as in the raw fast path
-  } raw;
-  if (ro.mode == ringlog::Grouping::raw && (!ro.query_set.empty() || ro.limit || ro.rate_limiter.enabled())) {
-    raw.active = true;
-    raw.queries = std::move(ro.query_set);
-    ro.query_set = ringlog::QuerySet();
-    raw.limit = ro.limit;
-    ro.limit = 0;
-    raw.rate = ro.rate_limiter;
-    ro.rate_limiter = rt::RateLimiter();
-    // Sides too: the loop would judge whole batches as transactions and drop sessions.
-    // The record filter, already built, keeps -c/-b for the printed records.
-    raw.client = ro.client;
-    raw.backend = ro.backend;
-    ro.client = ro.backend = false;
-  }
+  // -g raw with -q/-k/-R: one record at a time, as varnishlog (see RawSelect). -k and
+  // -R count the records printed (or, with -w, stored).
+  rt::RawSelect raw(ro);
 
   rt::ReaderLoop loop(ro, kTool);
   const rt::RecordFilter& filter = ro.filter;
@@ -237,52 +214,33 @@ int main(int argc, char** argv) {
   bool io_failed = false;
   std::string io_error;
 
-  // -g raw with -q/-k/-R: one record at a time (see RawSelect). `one` holds the record
-  // a query looks at, `kept` the records of a batch that were selected (for -j and -w).
-  ringlog::Transaction one, kept;
-  const ringlog::Group one_group{ringlog::Grouping::raw, {&one}}, kept_group{ringlog::Grouping::raw, {&kept}};
+  // -g raw with -q/-k/-R: `kept` gathers the records of a batch that were selected (for
+  // -j and -w), one transaction at a time.
+  ringlog::Transaction kept;
+  const ringlog::Group kept_group{ringlog::Grouping::raw, {&kept}};
   const ringlog::JsonFilter no_filter;  // kept holds only records already selected
-  auto raw_side_ok = [&](const ringlog::Record& r) {
-    if ((!raw.client && !raw.backend) || r.vxid == 0) return true;
-    if (raw.client) return r.kind == ringlog::VxidKind::client || r.kind == ringlog::VxidKind::session;
-    return r.kind == ringlog::VxidKind::backend;
-  };
   auto raw_records = [&](const ringlog::Group& g) {
-    for (const ringlog::Transaction* t : g.txns) {
-      if (raw.done) return;
-      kept.vxid = one.vxid = t->vxid;
-      kept.kind = one.kind = t->kind;
-      kept.type = one.type = t->type;
-      kept.parent = one.parent = t->parent;
-      kept.reason = one.reason = t->reason;
-      kept.level = one.level = t->level;
-      kept.begun = one.begun = t->begun;
-      kept.ended = one.ended = t->ended;
-      kept.records.clear();
-      for (std::size_t i = 0; i < t->records.size() && !raw.done; ++i) {
-        if (!raw.queries.empty()) {
-          one.records.assign(1, t->records[i]);
-          if (!raw.queries.matches(one_group)) continue;
-        }
-        const ringlog::Record r = t->record(i);
-        if (bin ? !raw_side_ok(r) : !filter.show(r)) continue;  // -w stores records unfiltered
-        if (raw.rate.enabled() && !raw.rate.allow(std::chrono::steady_clock::now())) continue;
-        if (bin || json) kept.records.push_back(t->records[i]);
-        else ringlog::print_raw(text.buf(), r);
-        if (raw.limit && ++raw.taken >= raw.limit) {
-          raw.done = true;
-          loop.stop();
-        }
-      }
-      if (kept.records.empty()) continue;
-      if (bin) bin->write_group(kept_group);
-      else ringlog::append_json(text.buf(), kept_group, no_filter);
-    }
+    raw.select(
+        g, loop,
+        [&](const ringlog::Transaction& t) {
+          rt::copy_txn_fields(kept, t);
+          kept.records.clear();
+        },
+        [&](const ringlog::Record& r) { return bin ? raw.side_ok(r) : filter.show(r); },  // -w stores records unfiltered
+        [&](const ringlog::Transaction& t, std::size_t i, const ringlog::Record& r) {
+          if (bin || json) kept.records.push_back(t.records[i]);
+          else ringlog::print_raw(text.buf(), r);
+        },
+        [&](const ringlog::Transaction&) {
+          if (kept.records.empty()) return;
+          if (bin) bin->write_group(kept_group);
+          else ringlog::append_json(text.buf(), kept_group, no_filter);
+        });
     text.maybe_flush();
   };
 
   loop.on_group([&](const ringlog::Group& g) {
-    if (raw.active) {
+    if (raw.active()) {
       raw_records(g);
       return;
     }
@@ -294,7 +252,7 @@ int main(int argc, char** argv) {
     else print_filtered(text.buf(), g, filter, verbose);
     text.maybe_flush();
   });
-  if (!json && !raw.active) {
+  if (!json && !raw.active()) {
     loop.on_raw([&](std::span<const std::byte> msg) {
       if (bin) {
         bin->write(msg);

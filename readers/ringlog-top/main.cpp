@@ -80,56 +80,21 @@ int main(int argc, char** argv) {
     return tool::kExitRuntime;
   }
 
-  // varnishtop -g raw treats every record as a transaction of its own: -q tests each
-  // record, -k and -R count records. The loop hands over whole ring batches, so with any
-  // of these three the selection is done here, one record at a time (as in ringlog).
-  struct RawSelect {
-    bool active = false;
-    ringlog::QuerySet queries;
-    std::uint64_t limit = 0, taken = 0;
-    tool::RateLimiter rate;
-  } raw;
-  if (ro.mode == ringlog::Grouping::raw && (!ro.query_set.empty() || ro.limit || ro.rate_limiter.enabled())) {
-    raw.active = true;
-    raw.queries = std::move(ro.query_set);
-    ro.query_set = ringlog::QuerySet();
-    raw.limit = ro.limit;
-    ro.limit = 0;
-    raw.rate = ro.rate_limiter;
-    ro.rate_limiter = tool::RateLimiter();
-    ro.client = ro.backend = false;  // the record filter, already built, keeps -c/-b per record
-  }
+  // -g raw with -q/-k/-R: one record at a time, as varnishtop (see RawSelect).
+  tool::RawSelect raw(ro);
 
   ringlog::TopCounter counter(first_field);
   int rc = tool::kExitOk;
   try {
     tool::ReaderLoop loop(ro, kName);
     const tool::RecordFilter& filter = loop.filter();
-    ringlog::Transaction one;
-    const ringlog::Group one_group{ringlog::Grouping::raw, {&one}};
-    auto raw_records = [&](const ringlog::Group& g) {
-      for (const ringlog::Transaction* t : g.txns) {
-        one.vxid = t->vxid;
-        one.kind = t->kind;
-        one.type = t->type;
-        one.level = t->level;
-        for (std::size_t i = 0; i < t->records.size(); ++i) {
-          if (raw.limit && raw.taken >= raw.limit) return;
-          if (!raw.queries.empty()) {
-            one.records.assign(1, t->records[i]);
-            if (!raw.queries.matches(one_group)) continue;
-          }
-          const ringlog::Record r = t->record(i);
-          if (!filter.show(r)) continue;
-          if (raw.rate.enabled() && !raw.rate.allow(std::chrono::steady_clock::now())) continue;
-          counter.add(r.tag, r.payload);
-          if (raw.limit && ++raw.taken >= raw.limit) loop.stop();
-        }
-      }
-    };
     loop.on_group([&](const ringlog::Group& g) {
-      if (raw.active) {
-        raw_records(g);
+      if (raw.active()) {
+        auto none = [](const ringlog::Transaction&) {};
+        raw.select(
+            g, loop, none, [&](const ringlog::Record& r) { return filter.show(r); },
+            [&](const ringlog::Transaction&, std::size_t, const ringlog::Record& r) { counter.add(r.tag, r.payload); },
+            none);
         return;
       }
       for (const ringlog::Transaction* t : g.txns) {
@@ -140,7 +105,7 @@ int main(int argc, char** argv) {
         }
       }
     });
-    if (!raw.active) loop.on_raw([&](std::span<const std::byte> msg) {
+    if (!raw.active()) loop.on_raw([&](std::span<const std::byte> msg) {
       ringlog::BatchDecoder d(msg);
       ringlog::Record r;
       while (d.next(r))
