@@ -16,11 +16,7 @@
 #include <sstream>
 #include <thread>
 
-// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "ringlog_cli11.hpp"
 
 #include "ringlog/logfile.hpp"
 #include "ringlog/ring.hpp"

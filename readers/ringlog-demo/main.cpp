@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "ringlog_cli11.hpp"
 
 #include "ringlog/ring.hpp"
 

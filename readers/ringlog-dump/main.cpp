@@ -23,10 +23,7 @@
 #include <sstream>
 #include <string>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "ringlog_cli11.hpp"
 
 #include "dump.hpp"
 #include "ringlog/ring.hpp"

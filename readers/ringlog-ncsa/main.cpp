@@ -22,11 +22,7 @@
 #include <string>
 #include <utility>
 
-// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "ringlog_cli11.hpp"
 
 #include "reader_tool.hpp"
 #include "ringlog/ncsa.hpp"

@@ -16,11 +16,7 @@
 #include <thread>
 #include <vector>
 
-// GCC 12 reports a false -Wnull-dereference inside CLI11's string splitting.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "ringlog_cli11.hpp"
 
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_output.hpp"

@@ -19,10 +19,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "ringlog_cli11.hpp"
 
 #include "ringlog/stats_groups.hpp"
 #include "ringproxy/tunnel/tunnel.hpp"
