@@ -14,9 +14,9 @@
 
 #include "ringlog/format.hpp"
 
-// UBSan in the fuzz build (-fsanitize=undefined without -fno-sanitize-recover) only
-// prints a report and goes on, so a finding would never fail the run: make every
-// report fatal in the two targets that include this header (one definition each).
+// UBSan findings are fatal in the fuzz build (-fno-sanitize-recover=undefined); this
+// also keeps them fatal, with a stack, when these two targets (one definition each)
+// are built with a plain -fsanitize=undefined elsewhere.
 extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print_stacktrace=1"; }
 
 namespace fuzz_dump {
