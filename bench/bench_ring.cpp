@@ -20,6 +20,8 @@
 // Flags: Google Benchmark's own, plus --json=FILE (same as --benchmark_out=FILE
 // --benchmark_out_format=json).
 #include <benchmark/benchmark.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -426,6 +428,46 @@ void bm_passive(benchmark::State& state, bool with_reader) {
   ::unlink(path.c_str());
 }
 
+// ---------------------------------------------------------------- cache-line hand-over
+
+// What two writers on two cores pay at the least: one cache line handed from one core
+// to the other and back. Two threads take turns writing one word (each waits for the
+// other's value); items are hand-overs. Every shared-ring write at 2 threads moves at
+// least the tail's line (and the line where the previous message ended), so this
+// bounds what any lock or lock-free ring can do with two writers on this machine.
+void pin_to_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: unpinned still measures
+}
+
+void bm_handover(benchmark::State& state) {
+  alignas(64) static std::atomic<std::uint64_t> word{0};
+  std::uint64_t items = 0;
+  for (auto _ : state) {
+    constexpr std::uint64_t kTurns = 200000;
+    std::uint64_t base = word.load();
+    auto player = [base](std::uint64_t first, int cpu) {
+      if (cpu >= 0) pin_to_cpu(cpu);
+      for (std::uint64_t i = base + first; i < base + kTurns; i += 2) {
+        while (word.load(std::memory_order_acquire) != i) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+        }
+        word.store(i + 1, std::memory_order_release);
+      }
+    };
+    bool two = std::thread::hardware_concurrency() >= 2;
+    std::thread a(player, 0, two ? 0 : -1), b(player, 1, two ? 1 : -1);
+    a.join();
+    b.join();
+    items += kTurns;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(items));
+}
+
 // ---------------------------------------------------------------- summary
 
 using ringlog::bench::CollectingReporter;
@@ -452,6 +494,10 @@ void summary(const CollectingReporter& rep, const std::vector<int>& threads) {
     std::printf("1 writer alone %.0f msg/s, with a passive reader in another process %.0f msg/s: %.2fx\n", alone,
                 with, with / alone);
 
+  if (double ho = get("handover"); ho > 0 && r2 > 0)
+    std::printf("one cache line handed between two cores: %.0f ns; ringlog at 2 threads: %.0f ns per message per thread"
+                " = %.1f hand-overs\n",
+                1e9 / ho, 2e9 / r2, (2e9 / r2) / (1e9 / ho));
   std::printf("\n== targets (issue 2, defined for a 2-core machine; this one has %u) ==\n", cores);
   int fails = 0;
   auto check = [&](const std::string& what, double num, double den, double target) {
@@ -520,6 +566,7 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("handover", bm_handover)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (bool r : {false, true})
     benchmark::RegisterBenchmark(r ? "passive/reader:1" : "passive/reader:0",
                                  [r](benchmark::State& s) { bm_passive(s, r); })
