@@ -223,8 +223,12 @@ void exercise(const char* kind, bool tcp, std::size_t zc_threshold, bool prefill
     }
   }
   std::printf("%s: %llu arrays filled while the one before was in flight\n", t->name(), (unsigned long long)prefilled);
-  if (prefill && std::string(t->name()) == "io_uring") EXPECT_GT(prefilled, 0u);  // the second array was used
-  if (std::string(t->name()) == "writev") EXPECT_EQ(prefilled, 0u);  // writev sends at once: no second array
+  if (prefill && std::string(t->name()) == "io_uring") {
+    EXPECT_GT(prefilled, 0u);  // the second array was used
+  }
+  if (std::string(t->name()) == "writev") {
+    EXPECT_EQ(prefilled, 0u);  // writev sends at once: no second array
+  }
   std::printf("%s over %s: %llu send system calls, %llu zero-copy sends\n", t->name(), tcp ? "tcp" : "unix",
               (unsigned long long)r.syscalls, (unsigned long long)r.zc);
   if (std::string(kind) == "io_uring" && std::string(t->name()) == "io_uring" && tcp && zc_threshold) {
