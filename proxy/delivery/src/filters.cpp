@@ -466,14 +466,20 @@ RP_CLMUL std::uint32_t crc32_clmul(std::uint32_t reg, const std::uint8_t* p, std
   return std::uint32_t(_mm_extract_epi32(_mm_xor_si128(a, t), 1));
 }
 #undef RP_CLMUL
-const bool kHaveClmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+bool have_clmul() noexcept {
+  static const bool yes = [] {
+    __builtin_cpu_init();  // safe whatever the order of static initialisation
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }();
+  return yes;
+}
 #endif
 }  // namespace
 
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t n) noexcept {
   const auto* p = static_cast<const std::uint8_t*>(data);
 #if defined(__x86_64__)
-  if (kHaveClmul && n >= 64) {
+  if (n >= 64 && have_clmul()) {
     std::size_t k = n & ~std::size_t(15);
     crc = ~crc32_clmul(~crc, p, k);
     p += k;
