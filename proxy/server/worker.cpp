@@ -1848,6 +1848,8 @@ void Client::start_delivery() {
   sender_ = std::make_unique<delivery::Sender>(fd_, std::move(plan.head), chain_.get(), iov);
   sender_->user = this;
   sender_->zerocopy = !peer_.loopback();
+  // io_uring: such a filter works on the next array while the kernel sends this one.
+  if (w_.uring() && (crc_ || plan.coding != cache::DeliveryPlan::Coding::none)) sender_->enable_prefill();
   resp_ = Resp::Stream;
   if (w_.uring() && !quiet_) {
     // The transport's sends wait for room themselves: the socket's write events (one
@@ -1861,7 +1863,18 @@ void Client::start_delivery() {
 void Client::pump_sender() {
   delivery::Transport& t = w_.transport();
   for (int turns = 0; turns < 16; ++turns) {
-    if (sender_->inflight() || sender_->finished()) return;
+    if (sender_->finished()) return;
+    if (sender_->inflight()) {
+      // io_uring with a prefill (enable_prefill): the next array is filled now, or after
+      // the loop's next submission has handed the kernel the current one.
+      notify_->take();  // cleared before leasing, as below
+      t.pump(*sender_);
+      if (sender_->prefill_pending() && !scheduled_) {
+        scheduled_ = true;
+        w_.schedule(this);
+      }
+      return;
+    }
     if (sender_->status() == delivery::Sender::Status::wait_write && !can_write_) return;
     notify_->take();  // cleared before leasing: a wake-up after this is never lost
     std::uint64_t before = sender_->bytes_sent();
@@ -1878,8 +1891,13 @@ void Client::pump_sender() {
           deadline_ = w_.now() + srv_.params().ns(timeout_send);
         }
         return;
-      case delivery::Sender::Status::wait_data:
       case delivery::Sender::Status::inflight:
+        if (sender_->prefill_pending() && !scheduled_) {  // fill the next array after the submission
+          scheduled_ = true;
+          w_.schedule(this);
+        }
+        return;
+      case delivery::Sender::Status::wait_data:
       case delivery::Sender::Status::done:
         return;
       case delivery::Sender::Status::ready:

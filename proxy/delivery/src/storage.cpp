@@ -367,6 +367,11 @@ int ObjectReader::lease(ScatterArray& sa) noexcept {
   return kLeaseAgain;
 }
 
+bool ObjectReader::readable() const noexcept {
+  std::lock_guard lk(obj_->mu_);
+  return pos_ + skip_ < obj_->fetched_;
+}
+
 void ObjectReader::give_back(std::span<const Lease> leases) noexcept {
   bool transient_seg = false;
   for (Lease l : leases) {

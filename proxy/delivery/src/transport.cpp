@@ -25,8 +25,13 @@ Sender::Sender(int fd, std::string head, Chain* body, std::size_t iov_cap)
 Sender::~Sender() {
   if (body_) {
     body_->give_all(sa_);
+    if (nx_) body_->give_all(*nx_);
     body_->flush_returns();
   }
+}
+
+void Sender::enable_prefill() {
+  if (body_ && !nx_) nx_ = std::make_unique<ScatterArray>(sa_.capacity());
 }
 
 void Sender::fail(int err) noexcept {
@@ -36,7 +41,20 @@ void Sender::fail(int err) noexcept {
 
 bool Sender::fill() noexcept {
   if (status_ == Status::error || status_ == Status::done) return false;
-  for (int spins = 0; body_ && !sa_.end() && !sa_.full() && spins < 8; ++spins) {
+  bool pull = true;
+  if (nx_ && sa_.empty() && !sa_.end()) {
+    if (!nx_->empty() || nx_->end()) {
+      // The array filled during the last send goes now, as it is: what has come in
+      // since is pulled (and read by the filters) while it is in flight.
+      std::swap(sa_, *nx_);
+      pull = false;
+      ++prefilled_;
+    } else if (nx_failed_) {
+      fail(EIO);
+      return false;
+    }
+  }
+  for (int spins = 0; pull && body_ && !sa_.end() && !sa_.full() && spins < 8; ++spins) {
     int r = body_->pull(sa_);
     if (r == kLeaseError) {
       fail(EIO);
@@ -49,6 +67,19 @@ bool Sender::fill() noexcept {
     return false;
   }
   return true;
+}
+
+void Sender::prefill() noexcept {
+  prefill_pending_ = false;
+  if (!nx_ || sa_.end() || nx_failed_) return;
+  for (int spins = 0; !nx_->end() && !nx_->full() && spins < 8; ++spins) {
+    int r = body_->pull(*nx_);
+    if (r == kLeaseError) {
+      nx_failed_ = true;  // the bytes before it still go out; fill() fails after them
+      return;
+    }
+    if (r == kLeaseAgain || r == kLeaseReturnFirst) break;
+  }
 }
 
 void Sender::consume(std::size_t n) noexcept {
@@ -184,7 +215,7 @@ class UringTransport : public Transport {
     if (timeout_ms > 0 && !epoll_ready_ && !io_uring_cq_ready(&ring_)) {
       __kernel_timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000LL};
       io_uring_cqe* cqe = nullptr;
-      if (queued_) ++syscalls_;  // the submission rides on the wait
+      if (queued_) ++syscalls_, ++submits_;  // the submission rides on the wait
       queued_ = 0;
       int r;
       do r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
@@ -199,7 +230,12 @@ class UringTransport : public Transport {
   }
 
   Sender::Status pump(Sender& s) noexcept override {
-    if (s.inflight_) return Sender::Status::inflight;
+    if (s.inflight_) {
+      // The next array is filled only once the kernel has the current one: the
+      // filters' work then overlaps the transfer.
+      if (s.nx_ && submits_ != s.queued_at_) s.prefill();
+      return Sender::Status::inflight;
+    }
     if (!s.fill()) return s.status_;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) {  // the submission queue is full: send this batch now
@@ -225,6 +261,10 @@ class UringTransport : public Transport {
       io_uring_prep_sendmsg(sqe, s.fd_, &s.msg_, fl);
     if (zc) ++zc_sends_;
     io_uring_sqe_set_data(sqe, &s);
+    s.queued_at_ = submits_;
+    // Nothing to fill the next array with yet (a pass whose window is all in this
+    // send): the object's notification brings the owner back when bytes come in.
+    s.prefill_pending_ = s.nx_ && !s.sa_.end() && !s.nx_->end() && !s.nx_failed_ && s.body_->reader().readable();
     s.inflight_ = true;
     s.zc_ = zc;
     s.have_res_ = false;
@@ -240,6 +280,7 @@ class UringTransport : public Transport {
       r = io_uring_submit(&ring_);
     } while (r == -EINTR);
     ++syscalls_;
+    ++submits_;
     queued_ = 0;
   }
 
@@ -308,6 +349,7 @@ class UringTransport : public Transport {
   bool zc_ok_ = false;
   std::size_t zc_threshold_;
   unsigned queued_ = 0;
+  std::uint64_t submits_ = 0;  // submissions so far (a Sender queued before the last one is in the kernel)
   ringlog::Log* log_;
 };
 

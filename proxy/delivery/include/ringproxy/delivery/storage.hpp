@@ -207,6 +207,8 @@ class ObjectReader : public LeaseSink {
   // extent gives it back once). Empty span if storage is exhausted.
   std::span<std::uint8_t> alloc_buffer(std::size_t n, std::uint32_t refs, Lease* lease) noexcept;
 
+  // Bytes are in the object past the read position (a lease call would add extents).
+  bool readable() const noexcept;
   std::size_t outstanding() const noexcept { return outstanding_; }
   std::uint64_t position() const noexcept { return pos_; }
   const ObjRef& object() const noexcept { return obj_; }

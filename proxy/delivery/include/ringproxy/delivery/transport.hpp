@@ -44,12 +44,25 @@ class Sender {
   // there anyway when the bytes reach the local socket, and each send then costs a
   // second completion and holds its leases until the peer has read the bytes.
   bool zerocopy = true;
+  // io_uring: a second scatter array of the same capacity, filled from the chain while
+  // the first one's send is in the kernel, and sent as it is when that send completes.
+  // For chains whose filters read every byte (crc32, gzip): their work then overlaps
+  // the transfer instead of alternating with it. Call before the first pump().
+  void enable_prefill();
+  // A send is queued but not yet submitted, and the next array waits to be filled: the
+  // owner pumps again after the loop's next submission (the prefill runs then, so the
+  // kernel sends while the filters work).
+  bool prefill_pending() const noexcept { return prefill_pending_; }
+  // Arrays sent that were filled while the one before them was in flight.
+  std::uint64_t prefilled_arrays() const noexcept { return prefilled_; }
 
  private:
   friend class WritevTransport;
   friend class UringTransport;
   // Fills the array from the chain. Returns false (status set) when there is nothing to send.
   bool fill() noexcept;
+  // Fills the next array (enable_prefill) while the current one is in flight.
+  void prefill() noexcept;
   void consume(std::size_t n) noexcept;  // n bytes went out: give back finished extents
   void fail(int err) noexcept;
 
@@ -57,6 +70,11 @@ class Sender {
   std::string head_;
   Chain* body_;
   ScatterArray sa_;
+  std::unique_ptr<ScatterArray> nx_;  // enable_prefill: the array filled while sa_ is in flight
+  bool nx_failed_ = false;            // the chain failed during a prefill (reported after nx_)
+  bool prefill_pending_ = false;
+  std::uint64_t prefilled_ = 0;
+  std::uint64_t queued_at_ = 0;       // io_uring: the transport's submission count at queueing
   Status status_ = Status::wait_data;
   std::uint64_t sent_ = 0;
   int err_ = 0;
