@@ -392,6 +392,7 @@ class Client : public Handler {
   bool parse_backend_head();
   void fill_response();
   void deliver_head();
+  void schedule_prefill();
   void synth(int status, std::string_view why, bool close);
   void finish_request();
   void end_fetch(bool reusable, const char* why);
@@ -1860,6 +1861,14 @@ void Client::start_delivery() {
   if (!watched_) w_.watch(this), watched_ = true;
 }
 
+// The sender's next array waits for the loop's next submission: come back after it.
+void Client::schedule_prefill() {
+  if (sender_->prefill_pending() && !scheduled_) {
+    scheduled_ = true;
+    w_.schedule(this);
+  }
+}
+
 void Client::pump_sender() {
   delivery::Transport& t = w_.transport();
   for (int turns = 0; turns < 16; ++turns) {
@@ -1869,10 +1878,7 @@ void Client::pump_sender() {
       // the loop's next submission has handed the kernel the current one.
       notify_->take();  // cleared before leasing, as below
       t.pump(*sender_);
-      if (sender_->prefill_pending() && !scheduled_) {
-        scheduled_ = true;
-        w_.schedule(this);
-      }
+      schedule_prefill();
       return;
     }
     if (sender_->status() == delivery::Sender::Status::wait_write && !can_write_) return;
@@ -1892,10 +1898,7 @@ void Client::pump_sender() {
         }
         return;
       case delivery::Sender::Status::inflight:
-        if (sender_->prefill_pending() && !scheduled_) {  // fill the next array after the submission
-          scheduled_ = true;
-          w_.schedule(this);
-        }
+        schedule_prefill();
         return;
       case delivery::Sender::Status::wait_data:
       case delivery::Sender::Status::done:

@@ -54,13 +54,9 @@ bool Sender::fill() noexcept {
       return false;
     }
   }
-  for (int spins = 0; pull && body_ && !sa_.end() && !sa_.full() && spins < 8; ++spins) {
-    int r = body_->pull(sa_);
-    if (r == kLeaseError) {
-      fail(EIO);
-      return false;
-    }
-    if (r == kLeaseAgain || r == kLeaseReturnFirst) break;
+  if (pull && body_ && !pull_into(sa_)) {
+    fail(EIO);
+    return false;
   }
   if (sa_.empty()) {
     status_ = sa_.end() ? Status::done : Status::wait_data;
@@ -72,14 +68,16 @@ bool Sender::fill() noexcept {
 void Sender::prefill() noexcept {
   prefill_pending_ = false;
   if (!nx_ || sa_.end() || nx_failed_) return;
-  for (int spins = 0; !nx_->end() && !nx_->full() && spins < 8; ++spins) {
-    int r = body_->pull(*nx_);
-    if (r == kLeaseError) {
-      nx_failed_ = true;  // the bytes before it still go out; fill() fails after them
-      return;
-    }
+  if (!pull_into(*nx_)) nx_failed_ = true;  // the bytes before it still go out; fill() fails after them
+}
+
+bool Sender::pull_into(ScatterArray& a) noexcept {
+  for (int spins = 0; !a.end() && !a.full() && spins < 8; ++spins) {
+    int r = body_->pull(a);
+    if (r == kLeaseError) return false;
     if (r == kLeaseAgain || r == kLeaseReturnFirst) break;
   }
+  return true;
 }
 
 void Sender::consume(std::size_t n) noexcept {

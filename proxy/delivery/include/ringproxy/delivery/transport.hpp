@@ -63,6 +63,9 @@ class Sender {
   bool fill() noexcept;
   // Fills the next array (enable_prefill) while the current one is in flight.
   void prefill() noexcept;
+  // Pulls from the chain into a until it is full, ends or the chain has nothing now
+  // (at most 8 pulls). False: the chain failed.
+  bool pull_into(ScatterArray& a) noexcept;
   void consume(std::size_t n) noexcept;  // n bytes went out: give back finished extents
   void fail(int err) noexcept;
 
