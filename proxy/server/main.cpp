@@ -19,6 +19,7 @@
 
 #include "admin.hpp"
 #include "config.hpp"
+#include "program.hpp"
 #include "params.hpp"
 #include "proxy_tunnels.hpp"
 #include "server.hpp"
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
   app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
   app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
+  bool version = false;
+  app.add_flag("-V,--version", version, "Print the version and exit")->configurable(false);
   std::string cache_onoff = "on", storage = "256M", pass_window = "4M";
   app.add_option("--cache", cache_onoff, "Cache GET/HEAD responses: on or off (off: every request is a pass)")
       ->check(CLI::IsMember({"on", "off"}));
@@ -112,6 +115,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (version) {
+    std::cout << ringlog::tool::version_line("ringproxy") << "\n";
+    return kExitOk;
+  }
   if (adm->parsed()) {
     std::string sock = cfg.admin_socket.empty() ? ringlog::instance_dir(cfg.instance) + "/admin.sock" : cfg.admin_socket;
     adm_words = adm->remaining();

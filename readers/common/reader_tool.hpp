@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "program.hpp"
 #include "ringlog/format.hpp"
 #include "ringlog/group.hpp"
 #include "ringlog/query.hpp"

@@ -17,6 +17,8 @@
 
 #include "ringlog_cli11.hpp"
 
+#include "program.hpp"
+
 #include "ringlog/ring.hpp"
 
 namespace {
@@ -83,10 +85,16 @@ int main(int argc, char** argv) {
   app.add_option("-q,--queues", queues, "Writer wait queues per process")->capture_default_str()->check(CLI::Range(1u, 1024u));
   app.add_flag("-p,--pinned", pinned, "Tail with a pinned (lossless) reader instead of a passive one");
   app.add_flag("--quiet", quiet, "Do not print each message, only the totals");
+  bool version = false;
+  app.add_flag("-V,--version", version, "Print the version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (version) {
+    std::printf("%s\n", ringlog::tool::version_line("ringlog-demo").c_str());
+    return 0;
   }
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);

@@ -26,6 +26,7 @@
 #include "ringlog_cli11.hpp"
 
 #include "dump.hpp"
+#include "program.hpp"
 #include "ringlog/ring.hpp"
 
 namespace {
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   };
   if (version) {
-    std::cout << "ringlog-dump (ringlog) 0.1.0\n";
+    std::cout << ringlog::tool::version_line("ringlog-dump") << "\n";
     return kExitClean;
   }
   if (file.empty()) return usage_error("no ring file given");

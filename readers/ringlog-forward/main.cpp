@@ -224,13 +224,13 @@ int main(int argc, char** argv) {
     return tool::kExitOk;
   } catch (const CLI::ParseError& e) {
     if (version) {
-      std::cout << "ringlog-forward (ringlog) 0.1.0\n";
+      std::cout << tool::version_line(kTool) << "\n";
       return tool::kExitOk;
     }
     return usage_error(e.what());
   }
   if (version) {
-    std::cout << "ringlog-forward (ringlog) 0.1.0\n";
+    std::cout << tool::version_line(kTool) << "\n";
     return tool::kExitOk;
   }
   ro.pinned = true;

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     return tool::kExitUsage;
   };
   if (version) {
-    std::cout << "ringlog-ncsa (ringlog) 0.1.0\n";
+    std::cout << tool::version_line(kName) << "\n";
     return tool::kExitOk;
   }
   if (ro.mode != ringlog::Grouping::vxid && ro.mode != ringlog::Grouping::request)

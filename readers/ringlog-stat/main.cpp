@@ -18,6 +18,8 @@
 
 #include "ringlog_cli11.hpp"
 
+#include "program.hpp"
+
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_output.hpp"
 #include "screen.hpp"
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
     return usage_error("-1, -j, --prometheus and -l exclude each other");
   if (!(interval >= 0.1 && interval <= 3600)) return usage_error("--interval: expected 0.1 to 3600 seconds");
   if (version) {
-    std::cout << "ringlog-stat (ringlog) 0.1.0\n";
+    std::cout << ringlog::tool::version_line("ringlog-stat") << "\n";
     return kExitOk;
   }
   std::optional<double> timeout = parse_timeout(timeout_arg);

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
   if (version) {
-    std::cout << "ringlog (ringlog) 0.1.0\n";
+    std::cout << rt::version_line(kTool) << "\n";
     return rt::kExitOk;
   }
   try {

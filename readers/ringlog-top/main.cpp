@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     return tool::kExitRuntime;
   }
   if (version) {
-    std::cout << "ringlog-top (ringlog) 0.1.0\n";
+    std::cout << tool::version_line(kName) << "\n";
     return tool::kExitOk;
   }
   if (period < 1 || period > 86400) return usage_error("-p: expected a period of 1 to 86400 seconds");
