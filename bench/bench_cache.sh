@@ -45,7 +45,7 @@ P2_TRANSPORTS=${P2_TRANSPORTS:-writev io_uring}
 need wrk curl varnishd varnishlog varnishstat strace cmake ps
 bench_build "$BUILD" ringproxy ringlog_test_origin ringlog-stat ringlog-tail
 PROXY=$BUILD/proxy/server/ringproxy
-ORIGIN=$BUILD/tests/origin/ringlog_test_origin
+ORIGIN=$BUILD/support/ringlog_test_origin
 STAT=$BUILD/readers/ringlog-stat/ringlog-stat
 RLOG=$BUILD/readers/ringlog-tail/ringlog
 for b in "$PROXY" "$ORIGIN" "$STAT" "$RLOG"; do

@@ -25,8 +25,8 @@ need wrk haproxy cmake
 bench_build "$BUILD" ringproxy ringproxy-notrace ringlog_test_origin proxy_log_reader
 PROXY=$BUILD/proxy/server/ringproxy
 NOTRACE=$BUILD/proxy/server/ringproxy-notrace
-ORIGIN=$BUILD/tests/origin/ringlog_test_origin
-READER=$BUILD/tests/proxy/proxy_log_reader
+ORIGIN=$BUILD/support/ringlog_test_origin
+READER=$BUILD/support/proxy_log_reader
 bench_workdir
 
 # run_wrk NAME URL [SECONDS]: one wrk run; appends req/s, p50 and p99 to NAME's lists.

@@ -14,7 +14,7 @@ BENCH_NAME=bench_tail
 BUILD=${1:-$ROOT/build-bench}
 RUNS=${2:-3}
 RINGLOG=$BUILD/readers/ringlog-tail/ringlog
-WRITER=$BUILD/tests/tools_tail/tail_writer
+WRITER=$BUILD/support/tail_writer
 for b in "$RINGLOG" "$WRITER"; do
   [ -x "$b" ] || { echo "missing $b: cmake --build $BUILD --target ringlog-tail tail_writer" >&2; exit 1; }
 done

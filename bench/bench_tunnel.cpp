@@ -2,7 +2,7 @@
 // Prints throughput of 64 MiB transfers (1 and several concurrent streams), the p50/p99
 // latency of 1 MiB payloads, and the tunnel thread's CPU time per GB (getrusage), then
 // the ratios against the targets of issue 9. A program, never a test: always exits 0.
-// bench-link: ringproxy_tunnel
+// bench-link: ringlog_tunnel_harness
 #include <sys/resource.h>
 #include <sys/uio.h>
 
@@ -12,8 +12,8 @@
 #include <future>
 #include <sstream>
 
-#include "../tests/tunnel/tunnel_harness.hpp"
 #include "bench_util.hpp"
+#include "tunnel_harness.hpp"
 
 using namespace ringproxy::tunnel;
 using namespace ringproxy::tunnel::test;

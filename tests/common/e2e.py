@@ -1,6 +1,6 @@
-"""Shared harness of the ringproxy end-to-end suites (tests/proxy, tests/tunnel,
-tests/cache_e2e): ringproxy and the test origin as child processes, HTTP on raw
-sockets, log records and counters through tests/proxy's proxy_log_reader, and the
+"""Shared harness of the ringproxy end-to-end suites (tests/server, tests/tunnel,
+tests/cache): ringproxy and the test origin as child processes, HTTP on raw
+sockets, log records and counters through support's proxy_log_reader, and the
 case runner. Parses no argv: each script reads its own in main() and calls
 configure() before running a case.
 

@@ -5,7 +5,7 @@ here (an HTTP origin that answers 101 and then echoes, a raw echo/source server 
 CONNECT targets). Byte-exact MB payloads both ways, half-close, abrupt close on each
 side, a slow reader, pool exhaustion falling back to copying, refused CONNECTs
 (403/405/400) and no fd left behind after many tunnels. Log records and counters are
-read through the library's reader API (tests/proxy/proxy_log_reader).
+read through the library's reader API (support/proxy_log_reader).
 
 usage: tunnel_e2e_test.py RINGPROXY LOG_READER WORKDIR CASE
 Every server listens on 127.0.0.1 only; ringproxy is stopped by pid; loops are bounded;

@@ -9,7 +9,7 @@
 
 #include "ringlog/log.hpp"
 #include "ringlog/stats_groups.hpp"
-#include "../records/records_test_util.hpp"
+#include "records_test_util.hpp"
 #include "test_util.hpp"
 #include "tunnel_harness.hpp"
 

@@ -893,7 +893,7 @@ int make_listener(std::uint16_t port, std::string& err) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ringlog_test_origin: HTTP/1.1 origin server for ringproxy tests and benchmarks (127.0.0.1 only).\n"
-               "The URL scheme is documented in tests/origin/README.md."};
+               "The URL scheme is documented in support/origin/README.md."};
   int port = 0;
   unsigned threads = 1;
   std::string port_file;

@@ -2,7 +2,7 @@
 """End-to-end tests of ringproxy's cache (issue 8): real clients (raw sockets, many at
 once) in front of a real origin (ringlog_test_origin), bodies checked byte for byte
 against the origin's content pattern, backend fetches counted by the origin (/stats),
-log records and counters read through the library's reader API (proxy_log_reader).
+log records and counters read through the library's reader API (support's proxy_log_reader).
 
 usage: cache_e2e_test.py RINGPROXY ORIGIN LOG_READER WORKDIR CASE TRANSPORT
 CASE: one of the functions named case_* below (without the prefix), or "all".

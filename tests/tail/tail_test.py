@@ -6,7 +6,7 @@ Usage: tail_test.py CASE RINGLOG TAIL_WRITER WORKDIR
   options  -i/-x/-I/-X, -c/-b, -q/-Q, -k, -R, -T, -L, -t, --pinned, bad flags, exit codes
   files    -w/-r round trips, -a, -A, stdin, damaged files, SIGHUP reopen
   live     tail from now, reattach after the ring is recreated, overruns
-Golden files live in tests/tools_tail/golden/; UPDATE_GOLDEN=1 rewrites them.
+Golden files live in tests/tail/golden/; UPDATE_GOLDEN=1 rewrites them.
 Every process started here is bounded by a timeout and stopped by pid.
 """
 import json
