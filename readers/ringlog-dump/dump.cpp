@@ -15,11 +15,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ring_impl.hpp"  // detail::validate_header, free_reader_slot, kNoPos
 #include "ringlog/group.hpp"
 #include "ringlog/json.hpp"
 #include "ringlog/printer.hpp"
 #include "ringlog/record.hpp"
+#include "ringlog/repair.hpp"
 #include "ringlog/ring.hpp"
 
 namespace ringlog::dump {
@@ -33,7 +33,6 @@ constexpr std::uint64_t kHapV1HeaderMin = 32;         // sizeof(struct buffer)
 constexpr std::uint64_t kHapV2Header = 32;            // size, rsvd, tail, head
 constexpr std::uint64_t kHapV2aHeader = 192;          // tail @64, head @128, area @192
 constexpr std::uint64_t kMaxScanWindow = 1ULL << 31;  // positions the boundary scan may map
-constexpr std::uint32_t kRcUnknown = 0x100;
 
 std::uint64_t rd64(std::span<const std::uint8_t> f, std::size_t off) noexcept {
   std::uint64_t v = 0;
@@ -119,21 +118,11 @@ std::vector<Inflight> inflight_batches(const Image& img) {
   std::vector<Inflight> v;
   if (img.layout != Layout::ringlog) return v;
   const Header& h = img.hdr();
-  std::uint64_t t = img.tail, lo = img.window_lo();
   for (unsigned i = 0; i < kWriterSlots; ++i) {
-    const WriterSlot& ws = h.writers[i];
-    std::uint64_t p1 = ws.inflight_pos.load(std::memory_order_relaxed);
-    std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
-    if (p1 == 0) continue;
-    Inflight b;
-    b.x = p1 - 1;
-    b.end = ws.inflight_end.load(std::memory_order_relaxed);
-    if (b.x < lo || b.end > t || b.end < b.x + 2) continue;  // stale or nonsense: ignore
-    b.slot = i;
-    b.pid = pid;
-    b.dead = pid == 0 || !alive(pid, ws.start_time);
-    b.saved_rc = ws.saved_rc.load(std::memory_order_relaxed);
-    v.push_back(b);
+    // A stale or nonsense record is ignored.
+    std::optional<repair::InflightBatch> r = repair::inflight_batch(h, i, img.window_lo(), img.tail);
+    if (!r) continue;
+    v.push_back({r->x, r->end, i, r->pid, r->pid == 0 || !img.alive(r->pid, r->start_time), r->saved_rc});
   }
   return v;
 }
@@ -208,20 +197,10 @@ std::string kind_name(MsgKind k) {
 
 }  // namespace
 
-bool alive(std::uint32_t pid, std::uint64_t start_time) noexcept {
-  return process_alive(static_cast<pid_t>(pid), start_time);
-}
-
-LockOwner lock_owner(const Image& img) noexcept {
-  LockOwner o;
-  if (img.layout != Layout::ringlog) return o;
+repair::LockOwner lock_owner(const Image& img) {
+  if (img.layout != Layout::ringlog) return {};
   const Header& h = img.hdr();
-  std::uint64_t w = h.owner.load(std::memory_order_acquire);
-  o.pid = static_cast<std::uint32_t>(w >> 32);
-  auto slot = static_cast<std::uint32_t>(w & 0xffffffffu) - 1;
-  if (slot < kWriterSlots) o.slot = static_cast<int>(slot);
-  o.alive = o.pid && alive(o.pid, o.slot >= 0 ? h.writers[o.slot].start_time : 0);
-  return o;
+  return repair::lock_owner(h, h.owner.load(std::memory_order_acquire), img.alive);
 }
 
 std::string_view layout_name(Layout l) noexcept {
@@ -383,10 +362,10 @@ std::string parse(std::span<std::uint8_t> f, std::optional<Layout> forced, bool 
     return e;
   }
   if (reinterpret_cast<std::uintptr_t>(f.data()) % alignof(Header) != 0) return "internal: unaligned image";
-  if (n < sizeof(Header)) return detail::validate_header(Header{}, n);
+  std::string why = repair::check_header(f);
+  if (n < sizeof(Header)) return why;
   img.layout = Layout::ringlog;
   const Header& h = img.hdr();
-  std::string why = detail::validate_header(h, n);
   if (!why.empty() && why.rfind("damaged positions", 0) != 0) return why;
   img.header_len = h.header_len;
   img.area_size = h.area_size;
@@ -665,7 +644,7 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
   if (rl) {
     const Header& h = img.hdr();
     if (img.locked) {
-      LockOwner lo = lock_owner(img);
+      repair::LockOwner lo = lock_owner(img);
       if (lo.pid == 0) {
         iw.str("lock_owner", "not recorded");
       } else if (json) {
@@ -710,7 +689,7 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
       const WriterSlot& ws = h.writers[i];
       std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = alive(pid, ws.start_time);
+      bool a = img.alive(pid, ws.start_time);
       std::uint64_t ip = ws.inflight_pos.load(std::memory_order_relaxed);
       std::uint64_t ie = ws.inflight_end.load(std::memory_order_relaxed);
       std::uint64_t b = ws.batches.load(std::memory_order_relaxed);
@@ -727,17 +706,17 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
       const ReaderSlot& rs = h.readers[i];
       std::uint32_t pid = rs.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = alive(pid, rs.start_time);
+      bool a = img.alive(pid, rs.start_time);
       std::uint64_t pos = rs.pos.load(std::memory_order_relaxed);
       std::uint64_t np = rs.next_pos.load(std::memory_order_relaxed);
       std::uint64_t mr = rs.msgs_read.load(std::memory_order_relaxed);
       if (json)
         rt += fmt("%s{\"slot\":%u,\"pid\":%u,\"alive\":%s,\"pos\":%" PRIu64 ",\"next_pos\":%" PRIu64
                   ",\"msgs_read\":%" PRIu64 "}",
-                  nr ? "," : "", i, pid, a ? "true" : "false", pos == detail::kNoPos ? 0 : pos, np, mr);
+                  nr ? "," : "", i, pid, a ? "true" : "false", pos == kNoPos ? 0 : pos, np, mr);
       else
         rt += fmt("  reader %3u  pid %u %s  pos %s  msgs_read %" PRIu64 "%s\n", i, pid, a ? "alive" : "dead",
-                  pos == detail::kNoPos ? "-" : fmt("%" PRIu64, pos).c_str(), mr,
+                  pos == kNoPos ? "-" : fmt("%" PRIu64, pos).c_str(), mr,
                   np ? fmt("  moving to %" PRIu64, np - 1).c_str() : "");
       ++nr;
     }
@@ -770,30 +749,16 @@ void put(Image& img, std::uint64_t pos, std::uint8_t v) noexcept {
   img.file[img.header_len + pos % img.area_size] = v;
 }
 
+// The ringlog-layout image as the library's repair steps see it.
+repair::View view_of(Image& img) noexcept {
+  return repair::View{&img.hdr_mut(), img.file.data() + img.header_len, img.area_size};
+}
+
 // Rewrites [x, q) as pad messages (ringlog layout): x and every inner RC get 0, the
 // byte at q (the next good RC) is left alone. q - x >= 2.
 void fill_pad(Image& img, std::uint64_t x, std::uint64_t q) noexcept {
-  std::uint64_t pos = x;
-  for (;;) {
-    put(img, pos, 0);
-    std::uint64_t room = q - pos - 1;  // varint + payload
-    std::size_t vl = 0;
-    for (std::size_t c = 1; c <= kVarintMax && c <= room; ++c)
-      if (varint_size(((room - c) << kKindBits) | std::uint64_t(MsgKind::pad)) == c) {
-        vl = c;
-        break;
-      }
-    std::uint8_t vb[kVarintMax];
-    if (vl) {
-      varint_encode(((room - vl) << kKindBits) | std::uint64_t(MsgKind::pad), vb);
-      for (std::size_t i = 0; i < vl; ++i) put(img, pos + 1 + i, vb[i]);
-      for (std::uint64_t i = pos + 1 + vl; i < q; ++i) put(img, i, 0);
-      return;
-    }
-    if (room < 3) return;  // cannot happen: small rooms always fit one varint byte
-    put(img, pos + 1, std::uint8_t(MsgKind::pad));  // an empty pad, then the rest
-    pos += 2;
-  }
+  put(img, x, 0);
+  repair::write_pad(view_of(img), x, q);
 }
 
 bool decodes(const std::string& payload) {
@@ -825,12 +790,12 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     Header& h = img.hdr_mut();
     for (unsigned i = 0; i < kWriterSlots; ++i) {
       std::uint32_t pid = h.writers[i].pid.load(std::memory_order_acquire);
-      if (pid && pid != me && alive(pid, h.writers[i].start_time)) {
+      if (pid && pid != me && img.alive(pid, h.writers[i].start_time)) {
         error = fmt("writer process %u (slot %u) is alive; stop it, or repair a copy with -o", pid, i);
         return RepairStatus::refused;
       }
     }
-    LockOwner lo = lock_owner(img);
+    repair::LockOwner lo = lock_owner(img);
     if (img.locked && lo.pid != me && lo.alive) {
       error = fmt("the tail lock is held by live process %u; stop it, or repair a copy with -o", lo.pid);
       return RepairStatus::refused;
@@ -863,21 +828,13 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     if (rl) {
       Header& h = img.hdr_mut();
       std::uint64_t owner = h.owner.load(std::memory_order_relaxed);
-      auto pid = static_cast<std::uint32_t>(owner >> 32);
-      auto slot = static_cast<std::uint32_t>(owner & 0xffffffffu) - 1;
+      const repair::LockOwner dead = repair::lock_owner(h, owner, {});  // its lock is stale
       std::uint64_t t = img.tail;
-      if (t >= 1 && img.at(t - 1) == kRcWriting) {
-        std::uint32_t saved = h.owner_saved_rc.load(std::memory_order_relaxed);
-        put(img, t - 1, static_cast<std::uint8_t>(saved < kRcUnknown ? std::min<std::uint32_t>(saved, kRcMaxReaders) : 0));
+      // Unlike the ring's own recovery, no recount when the count was not saved: step 4
+      // below sets every RC on the chain from the live readers anyway.
+      std::uint32_t saved = h.owner_saved_rc.load(std::memory_order_relaxed);
+      if (repair::undo_dead_lock(view_of(img), t, dead, saved < kRcNotRecorded ? saved : 0))
         rep.fixed.push_back(fmt("restored the readers count at the tail (position %" PRIu64 ") hidden by the lock holder", t - 1));
-      }
-      if (slot < kWriterSlots && pid && h.writers[slot].pid.load(std::memory_order_relaxed) == pid) {
-        h.writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
-        h.writers[slot].pid.store(0, std::memory_order_relaxed);
-      }
-      h.owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
-      h.lock_recoveries.fetch_add(1, std::memory_order_relaxed);
-      h.owner_since_ns.store(detail::now_ns(), std::memory_order_relaxed);
       if (o.in_place) {
         // Take the dead owner's lock over rather than release it: live pinned readers
         // must not attach while the rest is repaired. The final tail store releases it.
@@ -887,8 +844,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
         h.owner.store(0, std::memory_order_relaxed);
         h.tail.store(t, std::memory_order_release);
       }
-      rep.fixed.push_back(owner ? fmt("cleared the stale tail lock of pid %u (writer slot %d)", pid,
-                                      slot < kWriterSlots ? int(slot) : -1)
+      rep.fixed.push_back(owner ? fmt("cleared the stale tail lock of pid %u (writer slot %d)", dead.pid, dead.slot)
                                 : std::string("cleared a stale tail lock with no recorded owner"));
     } else {
       wr64(img.file, img.layout == Layout::haproxy_v2 ? 16 : 64, img.tail % size);
@@ -1002,16 +958,16 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       ReaderSlot& rs = h.readers[i];
       std::uint32_t pid = rs.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = alive(pid, rs.start_time);
+      bool a = img.alive(pid, rs.start_time);
       if (a && o.in_place) {
         ++pinned;
         std::uint64_t p = rs.pos.load(std::memory_order_relaxed);
-        if (p != detail::kNoPos) holds.emplace_back(p, 1);
+        if (p != kNoPos) holds.emplace_back(p, 1);
         continue;
       }
       rep.fixed.push_back(a ? fmt("reader slot %u (live pid %u) not carried into the copy", i, pid)
                             : fmt("released reader slot %u of dead pid %u", i, pid));
-      detail::free_reader_slot(rs);
+      repair::free_reader_slot(rs);
       h.readers_released.fetch_add(1, std::memory_order_relaxed);
     }
     if (h.pinned.load(std::memory_order_relaxed) != pinned) {
@@ -1022,7 +978,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       WriterSlot& ws = h.writers[i];
       std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
       if (!pid && ws.inflight_pos.load(std::memory_order_relaxed) == 0) continue;
-      if (pid && o.in_place && alive(pid, ws.start_time)) continue;
+      if (pid && o.in_place && img.alive(pid, ws.start_time)) continue;
       ws.inflight_pos.store(0, std::memory_order_relaxed);
       ws.pid.store(0, std::memory_order_relaxed);
       if (pid) rep.fixed.push_back(fmt("freed writer slot %u of %s pid %u", i, o.in_place ? "dead" : "gone", pid));
@@ -1047,7 +1003,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     if (head != img.head) h.head.store(head, std::memory_order_release);
     if (holding) {
       h.owner.store(0, std::memory_order_relaxed);
-      h.owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+      h.owner_saved_rc.store(kRcNotRecorded, std::memory_order_relaxed);
     }
     h.tail.store(t, std::memory_order_release);  // releases the lock when holding
   } else if (head != img.head || !img.positions_ok) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ringlog/format.hpp"
+#include "ringlog/repair.hpp"
 
 namespace ringlog::dump {
 
@@ -44,6 +45,9 @@ struct Image {
   bool tail_rebuilt = false;      // ringlog: the stored tail was damaged; tail is 1 + bytes_written
   std::string tail_why;           // when rebuilt
   std::vector<std::string> warnings;  // layout checks that -f overrode
+  // How processes named in the file are judged (walk, info, repair): the system's view
+  // by default; tests and fuzz targets set a function of their own after parse().
+  repair::Liveness alive = repair::system_alive;
 
   const std::uint8_t* area() const noexcept { return file.data() + header_len; }
   std::uint8_t at(std::uint64_t pos) const noexcept { return area()[pos % area_size]; }
@@ -125,16 +129,8 @@ enum class RepairStatus : std::uint8_t { clean, repaired, refused, unrecoverable
 RepairStatus repair(Image& img, const RepairOptions& opts, RepairReport& rep, std::string& error);
 std::string format_report(const RepairReport& rep, bool json);
 
-// Liveness, replaceable by tests: pid plus start time (0 = pid only).
-bool alive(std::uint32_t pid, std::uint64_t start_time) noexcept;
-
 // The tail-lock owner of a ringlog ring: its pid (0 = not recorded), writer slot (-1 =
-// none) and whether it is alive, judged by pid and the start time in its writer slot.
-struct LockOwner {
-  std::uint32_t pid = 0;
-  int slot = -1;
-  bool alive = false;
-};
-LockOwner lock_owner(const Image& img) noexcept;
+// none) and whether it is alive (img.alive, with the start time in its writer slot).
+repair::LockOwner lock_owner(const Image& img);
 
 }  // namespace ringlog::dump

@@ -1,4 +1,4 @@
-// Mapping ring files, validating their headers, naming instances, and the small
+// Mapping ring files (their headers checked by repair.cpp), naming instances, and the small
 // process utilities (liveness, clocks, back-off) that the ring and readers share.
 // Validation must never trust the file: every size is checked before it is used.
 #include <fcntl.h>
@@ -172,75 +172,6 @@ void Mapping::copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexce
   }
 }
 
-std::string validate_header(const Header& h, std::uint64_t file_size) {
-  char buf[256];
-  if (file_size < sizeof(Header)) {
-    std::snprintf(buf, sizeof buf, "file is %" PRIu64 " bytes, smaller than a ring header (%zu)",
-                  file_size, sizeof(Header));
-    return buf;
-  }
-  if (h.magic != format::kMagic) {
-    std::snprintf(buf, sizeof buf,
-                  "bad magic 0x%016" PRIx64 ": not a ringlog ring (ringlog-dump -f reads other layouts)",
-                  h.magic);
-    return buf;
-  }
-  if (h.byte_order != format::kByteOrderMark) {
-    if (h.byte_order == __builtin_bswap32(format::kByteOrderMark))
-      return "written on a machine of the other byte order";
-    std::snprintf(buf, sizeof buf, "bad byte-order mark 0x%08x", h.byte_order);
-    return buf;
-  }
-  if (h.version != format::kVersion) {
-    std::snprintf(buf, sizeof buf, "format version %u; this build reads version %u", h.version,
-                  format::kVersion);
-    return buf;
-  }
-  if (h.word_size != sizeof(void*) || h.pos_size != 8) {
-    std::snprintf(buf, sizeof buf, "written by a %u-bit process (position size %u); this one is %zu-bit",
-                  h.word_size * 8u, h.pos_size, sizeof(void*) * 8);
-    return buf;
-  }
-  if (h.header_len != format::kHeaderLen || h.writer_slots != format::kWriterSlots ||
-      h.reader_slots != format::kReaderSlots) {
-    std::snprintf(buf, sizeof buf,
-                  "header length %u with %u writer and %u reader slots; expected %zu, %u and %u",
-                  h.header_len, h.writer_slots, h.reader_slots, format::kHeaderLen,
-                  format::kWriterSlots, format::kReaderSlots);
-    return buf;
-  }
-  if (h.area_size < format::kMinAreaSize || h.area_size > format::kMaxAreaSize) {
-    std::snprintf(buf, sizeof buf, "area size %" PRIu64 " out of range [%zu, %" PRIu64 "]",
-                  h.area_size, format::kMinAreaSize, format::kMaxAreaSize);
-    return buf;
-  }
-  if (h.header_len + h.area_size != file_size) {
-    std::snprintf(buf, sizeof buf,
-                  "inconsistent sizes: header %u + area %" PRIu64 " != file size %" PRIu64
-                  " (truncated or damaged file)",
-                  h.header_len, h.area_size, file_size);
-    return buf;
-  }
-  if (h.max_msg_len > h.area_size) {
-    std::snprintf(buf, sizeof buf, "max message length %u larger than the area", h.max_msg_len);
-    return buf;
-  }
-  // head and tail move while we look: read head first, so that head <= tail holds.
-  for (int attempt = 0;; ++attempt) {
-    std::uint64_t head = h.head.load(std::memory_order_acquire);
-    std::uint64_t tail = h.tail.load(std::memory_order_acquire) & format::kPosMask;
-    if (tail > head && tail - head <= h.area_size) break;
-    if (attempt == 3) {
-      std::snprintf(buf, sizeof buf,
-                    "damaged positions: head %" PRIu64 ", tail %" PRIu64
-                    " (run ringlog-dump --repair)",
-                    head, tail);
-      return buf;
-    }
-  }
-  return "";
-}
-
 void Mapping::map(const std::string& p, bool writable) {
   path = p;
   int fd = ::open(p.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not hang us
@@ -262,7 +193,7 @@ void Mapping::map(const std::string& p, bool writable) {
       throw Error(Errc::bad_format, "ring " + p + ": not a regular file");
     if (static_cast<std::uint64_t>(st.st_size) < sizeof(Header))
       throw Error(Errc::bad_format,
-                  "ring " + p + ": " + validate_header(Header{}, static_cast<std::uint64_t>(st.st_size)));
+                  "ring " + p + ": " + validate_header(nullptr, static_cast<std::uint64_t>(st.st_size)));
     region = bip::mapped_region(file, mode, 0, static_cast<std::size_t>(st.st_size));
   } catch (const bip::interprocess_exception& ex) {
     throw Error(Errc::io, "ring " + p + ": cannot map: " + ex.what());
@@ -272,7 +203,7 @@ void Mapping::map(const std::string& p, bool writable) {
   auto fsize = static_cast<std::uint64_t>(st.st_size);
   if (region.get_size() != fsize) throw Error(Errc::io, "ring " + p + ": short mapping");
   hdr = static_cast<Header*>(region.get_address());
-  std::string why = validate_header(*hdr, fsize);
+  std::string why = validate_header(hdr, fsize);
   if (!why.empty()) throw Error(Errc::bad_format, "ring " + p + ": " + why);
   area = static_cast<std::uint8_t*>(region.get_address()) + hdr->header_len;
   size = hdr->area_size;

@@ -144,7 +144,7 @@ void Reader::Impl::attach(StartAt start) {
     throw Error(Errc::busy, "ring " + r.m.path + ": all " + std::to_string(kReaderSlots) +
                                 " pinned-reader slots are in use");
   ReaderSlot& rs = h->readers[slot];
-  rs.pos.store(detail::kNoPos, std::memory_order_relaxed);  // holds no RC byte yet
+  rs.pos.store(kNoPos, std::memory_order_relaxed);  // holds no RC byte yet
   rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
   rs.start_time = detail::self_start_time();
   rs.msgs_read.store(0, std::memory_order_relaxed);
@@ -173,7 +173,7 @@ void Reader::Impl::attach(StartAt start) {
     }
     r.unlock_tail(t);  // a batch in flight at head, or too many readers: retry
     if (b.n > 400) {
-      detail::free_reader_slot(rs);
+      repair::free_reader_slot(rs);
       slot = -1;
       throw Error(Errc::busy, "ring " + r.m.path + ": cannot attach (too many readers at one position)");
     }
@@ -188,7 +188,7 @@ void Reader::Impl::detach() noexcept {
   if (rs.pid.load(std::memory_order_relaxed) == detail::self_pid()) {
     rc_release(*m, pos);
     h->pinned.fetch_sub(1, std::memory_order_release);  // after our last RC access
-    detail::free_reader_slot(rs);
+    repair::free_reader_slot(rs);
   }
   slot = -1;
 }

@@ -1,6 +1,7 @@
 // The ring's write path: HAProxy 3.x's queued multi-writer algorithm over a shared
-// file, plus creation, opening and dead-process recovery. It must never block on a
-// reader (it drops instead) and never leave a 0xFF readers-count byte at the tail.
+// file, plus creation, opening and when dead-process recovery runs (its steps are the
+// shared ones of repair.cpp). It must never block on a reader (it drops instead) and
+// never leave a 0xFF readers-count byte at the tail.
 //
 // Ordered accesses and what they pair with:
 //  W1  xchg RC[tail-1] = 0xFF (acq_rel), under the tail lock, once the batch is known
@@ -49,7 +50,7 @@ constexpr std::uint64_t kCheckPeriodNs = 50'000'000;     // dead-process checks
 constexpr std::uint64_t kLockSuspectNs = 20'000'000;     // tail locked this long: check owner
 constexpr std::uint64_t kUnknownOwnerNs = 1'000'000'000; // owner never recorded: longer
 constexpr std::uint64_t kNotReady = ~0ULL;
-constexpr std::uint32_t kRcUnknown = 0x100;
+constexpr std::uint32_t kRcUnknown = kRcNotRecorded;
 constexpr unsigned kLockSpins = 32;  // polls of a locked tail before joining the wait queue
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
@@ -374,14 +375,10 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
   Header* h = m.hdr;
   if (!(locked & kTailLock)) return;
   std::uint64_t o = h->owner.load(std::memory_order_acquire);
-  int dead_slot = -1;
+  repair::LockOwner dead;  // the owner named by o; none when o is 0
   if (o != 0) {
-    auto pid = static_cast<pid_t>(o >> 32);
-    auto slot = static_cast<std::uint32_t>(o & 0xffffffffu) - 1;
-    std::uint64_t start = slot < kWriterSlots ? h->writers[slot].start_time : 0;
-    if (process_alive(pid, start)) return;
-    if (slot < kWriterSlots && h->writers[slot].pid.load(std::memory_order_relaxed) == std::uint32_t(pid))
-      dead_slot = static_cast<int>(slot);
+    dead = repair::lock_owner(*h, o, repair::system_alive);
+    if (dead.alive) return;
   } else {
     // The owner died between taking the lock and recording itself (a few
     // instructions): only after a long wait, and only if some writer is dead.
@@ -407,144 +404,35 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);
     return;
   }
+  // Undo what the dead owner may have started (repair.cpp): the RC at t-1 gets the
+  // count it saved, or, if it died before saving it, the live pinned readers parked there.
   std::uint64_t t = locked & kPosMask;
-  if (m.rc(t - 1).load(std::memory_order_acquire) == kRcWriting) {
-    std::uint32_t saved = h->owner_saved_rc.load(std::memory_order_relaxed);
-    if (saved >= kRcUnknown) {  // recount the live pinned readers parked there
-      saved = 0;
-      for (auto& rs : h->readers)
-        if (rs.pid.load(std::memory_order_relaxed) &&
-            (rs.pos.load(std::memory_order_acquire) == t - 1 || rs.next_pos.load(std::memory_order_acquire) == t) &&
-            process_alive(static_cast<pid_t>(rs.pid.load(std::memory_order_relaxed)), rs.start_time))
-          ++saved;
-    }
-    m.rc(t - 1).store(static_cast<std::uint8_t>(std::min<std::uint32_t>(saved, kRcMaxReaders)),
-                      std::memory_order_release);
-  }
-  if (dead_slot >= 0) {
-    // Its batch never got published (tail is unchanged): forget it.
-    h->writers[dead_slot].inflight_pos.store(0, std::memory_order_relaxed);
-    h->writers[dead_slot].pid.store(0, std::memory_order_release);
-  }
-  h->lock_recoveries.fetch_add(1, std::memory_order_relaxed);
-  h->owner_since_ns.store(now_ns(), std::memory_order_relaxed);
+  const repair::View v = m.view();
+  std::uint32_t saved = h->owner_saved_rc.load(std::memory_order_relaxed);
+  if (saved >= kRcUnknown && m.rc(t - 1).load(std::memory_order_acquire) == kRcWriting)
+    saved = repair::live_readers_at(v, t - 1, repair::system_alive);
+  repair::undo_dead_lock(v, t, dead, saved);
   unlock_tail(t);
 }
 
 // ---------------------------------------------------------------- dead processes
 
-bool Ring::Impl::discard_torn(int i) noexcept {
-  Header* h = m.hdr;
-  WriterSlot& ws = h->writers[i];
-  std::uint64_t p1 = ws.inflight_pos.load(std::memory_order_relaxed);
-  if (p1 == 0) return false;
-  std::uint64_t x = p1 - 1, end = ws.inflight_end.load(std::memory_order_relaxed);
-  std::uint64_t head = h->head.load(std::memory_order_relaxed);
-  std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
-  bool torn = x >= head && end <= tail && end >= x + 2 &&
-              m.rc(x).load(std::memory_order_acquire) == kRcWriting;
-  if (torn) {
-    // Rewrite [x+1, end-1) as pad messages: readers skip them, framing stays valid.
-    std::uint64_t pos = x, room = end - 1 - (x + 1);  // bytes for varint + payload
-    while (true) {
-      std::size_t vl = 0;
-      for (std::size_t cand = 1; cand <= kVarintMax && cand <= room; ++cand)
-        if (varint_size(((room - cand) << kKindBits) | std::uint64_t(MsgKind::pad)) == cand) {
-          vl = cand;
-          break;
-        }
-      std::uint8_t vb[kVarintMax];
-      if (vl) {
-        varint_encode(((room - vl) << kKindBits) | std::uint64_t(MsgKind::pad), vb);
-        m.copy_in(pos + 1, vb, vl);
-        break;
-      }
-      // No single varint fits exactly: an empty pad (1 byte) plus an RC byte, then retry.
-      vb[0] = std::uint8_t(MsgKind::pad);
-      m.copy_in(pos + 1, vb, 1);
-      if (pos != x) m.rc(pos).store(0, std::memory_order_relaxed);
-      pos += 2;
-      room -= 2;
-      m.rc(pos).store(0, std::memory_order_relaxed);
-    }
-    std::uint32_t saved = ws.saved_rc.load(std::memory_order_relaxed);
-    m.rc(x).store(static_cast<std::uint8_t>(std::min<std::uint32_t>(saved, kRcMaxReaders)),
-                  std::memory_order_release);
-    h->torn_discarded.fetch_add(1, std::memory_order_relaxed);
-  }
-  ws.inflight_pos.store(0, std::memory_order_relaxed);
-  ws.pid.store(0, std::memory_order_release);
-  return torn;
-}
-
-void Ring::Impl::release_dead_reader(int i) noexcept {
-  Header* h = m.hdr;
-  ReaderSlot& rs = h->readers[i];
-  std::uint64_t pos = rs.pos.load(std::memory_order_acquire);
-  std::uint64_t head = h->head.load(std::memory_order_relaxed);
-  std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
-  if (pos == detail::kNoPos) {
-    // Died while attaching, before holding any RC byte: nothing to give back.
-  } else {
-    if (pos >= head && pos < tail) {
-      auto rc = m.rc(pos);
-      std::uint8_t v = rc.load(std::memory_order_relaxed);
-      do {
-        if (v == kRcWriting) return;  // a writer is on it; try again next round
-        if (v == 0) break;
-      } while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
-                                         std::memory_order_relaxed));
-    }
-    h->pinned.fetch_sub(1, std::memory_order_release);
-  }
-  detail::free_reader_slot(rs);
-  h->readers_released.fetch_add(1, std::memory_order_relaxed);
-}
-
+// The checks themselves are the shared recovery steps (repair.cpp); the ring adds
+// when to run them and one liveness verdict per pid per scan.
 void Ring::Impl::check_dead_locked(bool force) noexcept {
   std::uint64_t now = mono_ns();
   if (!force && now < next_check_ns.load(std::memory_order_relaxed)) return;
   next_check_ns.store(now + kCheckPeriodNs, std::memory_order_relaxed);
-  Header* h = m.hdr;
   std::uint32_t me = self_pid();
-  // One liveness verdict per pid per scan.
   std::vector<std::pair<std::uint32_t, bool>> seen;
-  auto alive = [&](std::uint32_t pid, std::uint64_t start) {
+  repair::recover_dead(m.view(), [&](std::uint32_t pid, std::uint64_t start) {
     if (pid == me) return true;
     for (auto& [p, a] : seen)
       if (p == pid) return a;
-    bool a = process_alive(static_cast<pid_t>(pid), start);
+    bool a = repair::system_alive(pid, start);
     seen.emplace_back(pid, a);
     return a;
-  };
-  for (unsigned i = 0; i < kWriterSlots; ++i) {
-    WriterSlot& ws = h->writers[i];
-    std::uint32_t pid = ws.pid.load(std::memory_order_acquire);
-    if (pid == 0 || pid == me) continue;
-    if (ws.inflight_pos.load(std::memory_order_relaxed) != 0 && !alive(pid, ws.start_time))
-      discard_torn(static_cast<int>(i));
-  }
-  for (unsigned i = 0; i < kReaderSlots; ++i) {
-    ReaderSlot& rs = h->readers[i];
-    std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
-    if (pid && !alive(pid, rs.start_time)) release_dead_reader(static_cast<int>(i));
-  }
-  // A readers count at head that no live reader accounts for (a reader died in the
-  // middle of a move) would pin the ring forever: recount it.
-  std::uint64_t head = h->head.load(std::memory_order_relaxed);
-  auto rc = m.rc(head);
-  std::uint8_t v = rc.load(std::memory_order_acquire);
-  if (v != 0 && v != kRcWriting) {
-    unsigned live = 0;
-    for (auto& rs : h->readers) {
-      std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
-      std::uint64_t next = rs.next_pos.load(std::memory_order_acquire);  // pairs with R4
-      std::uint64_t at = rs.pos.load(std::memory_order_acquire);
-      if (pid && (at == head || next == head + 1)) ++live;
-    }
-    if (live == 0 && rc.compare_exchange_strong(v, 0, std::memory_order_acq_rel))
-      h->readers_released.fetch_add(1, std::memory_order_relaxed);
-  }
+  });
 }
 
 void Ring::check_dead() noexcept {

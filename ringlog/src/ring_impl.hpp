@@ -14,6 +14,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 
 #include "ringlog/format.hpp"
+#include "ringlog/repair.hpp"
 #include "ringlog/ring.hpp"
 
 #if defined(__SANITIZE_THREAD__)
@@ -64,6 +65,8 @@ struct Mapping {
   }
   void copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) const noexcept;
   void copy_out(std::uint64_t pos, void* dst, std::size_t n) const noexcept;
+  // The same bytes for the shared recovery steps (ringlog/repair.hpp).
+  repair::View view() const noexcept { return repair::View{hdr, area, size}; }
   std::uint8_t byte(std::uint64_t pos) const noexcept {  // inline: reclaim reads varints with it
 #ifdef RINGLOG_TSAN
     return std::atomic_ref<std::uint8_t>(area[off(pos)]).load(std::memory_order_relaxed);
@@ -73,20 +76,10 @@ struct Mapping {
   }
 };
 
-// Frees a reader slot: its identity is cleared before the pid, so that a checker never
-// pairs a new owner's pid with the old owner's start time.
-inline constexpr std::uint64_t kNoPos = ~0ULL;  // a reader slot whose reader holds no RC byte yet
-inline void free_reader_slot(format::ReaderSlot& rs) noexcept {
-  rs.start_time = 0;
-  rs.pos.store(kNoPos, std::memory_order_relaxed);
-  rs.mode = 0;
-  rs.next_pos.store(0, std::memory_order_relaxed);
-  rs.pid.store(0, std::memory_order_release);
-}
-
-// Validates a header as found in a file of file_size bytes; returns "" when it is good,
-// else what is wrong. Used by open() and by ringlog-dump.
-std::string validate_header(const Header& h, std::uint64_t file_size);
+// Validates a header as found in a file of file_size bytes (h may be null when the file
+// is smaller than a header); returns "" when it is good, else what is wrong. Mapping
+// uses it, and so does repair::check_header (repair.cpp), for everyone else.
+std::string validate_header(const Header* h, std::uint64_t file_size);
 
 std::uint64_t now_ns() noexcept;          // CLOCK_REALTIME
 std::uint64_t mono_ns() noexcept;         // CLOCK_MONOTONIC
@@ -118,8 +111,6 @@ struct Backoff {
 }  // namespace ringlog::detail
 
 namespace ringlog {
-
-RingStats read_stats(const format::Header& h) noexcept;
 
 struct Ring::Impl {
   detail::Mapping m;
@@ -153,8 +144,6 @@ struct Ring::Impl {
   void check_dead_periodic() noexcept {
     if ((++t_check_calls & 255) == 0) [[unlikely]] check_dead_locked(false);
   }
-  bool discard_torn(int slot_idx) noexcept;
-  void release_dead_reader(int slot_idx) noexcept;
 
   void wake_readers() noexcept;
   ~Impl();

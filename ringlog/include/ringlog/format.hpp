@@ -17,6 +17,8 @@ inline constexpr std::uint64_t kPosMask = kTailLock - 1;
 
 inline constexpr std::uint8_t kRcWriting = 0xFF;  // readers-count byte: a writer fills what follows
 inline constexpr std::uint8_t kRcMaxReaders = 0xFE;
+inline constexpr std::uint32_t kRcNotRecorded = 0x100;  // owner_saved_rc: no count saved yet
+inline constexpr std::uint64_t kNoPos = ~0ULL;          // ReaderSlot::pos: no RC byte held yet
 
 inline constexpr unsigned kWriterSlots = 256;
 inline constexpr unsigned kReaderSlots = 64;

@@ -76,6 +76,10 @@ struct RingStats {
   unsigned pinned_readers, writer_threads;
   bool locked;
 };
+// The same, from any ring header (a mapping of the file or a copy of it): relaxed
+// loads of each field, so the figures of a live ring are each current but not taken
+// at one instant. Ring::stats() and Reader::stats() call it on their mapping.
+RingStats read_stats(const format::Header& h) noexcept;
 
 // Process identity used for liveness checks: pid plus start time (from /proc).
 std::uint64_t process_start_time(pid_t pid) noexcept;  // 0 if the process is gone
