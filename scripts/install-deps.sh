@@ -11,6 +11,8 @@ PKGS=(
   zlib1g-dev                        # ringproxy gzip filter
   haproxy varnish rsyslog wrk       # real peers for tests and benchmarks (started on loopback by the tests)
   strace valgrind                   # system-call counts and instruction counts in bench/
+  lttng-tools liblttng-ust-dev      # LTTng-UST, a peer of bench_ring (its own session daemon)
+  libspdlog-dev                     # spdlog's async logger, a peer of bench_ring
 )
 missing=()
 for p in "${PKGS[@]}"; do
