@@ -120,7 +120,6 @@ struct Ring::Impl {
   };
   std::unique_ptr<Queue[]> queues;
   std::uint64_t max_payload = 0;
-  std::uint64_t slack = 0;  // reclaim frees up to this much more than needed (head moves in steps)
   std::uint64_t id = 0;  // process-unique id of this Impl, for thread-local slot caches
 
   // Dead-process checks, at most every kCheckPeriodNs per process.
