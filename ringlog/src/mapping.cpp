@@ -2,6 +2,7 @@
 // process utilities (liveness, clocks, back-off) that the ring and readers share.
 // Validation must never trust the file: every size is checked before it is used.
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include <boost/interprocess/exceptions.hpp>
 
@@ -136,6 +138,24 @@ void Backoff::pause() noexcept {
     nanosleep(&ts, nullptr);
   }
   ++n;
+}
+
+void give_to_ring_group(int fd) noexcept {
+  const char* env = std::getenv("RINGLOG_GROUP");
+  const char* name = env ? env : kDefaultRingGroup;
+  if (!*name) return;
+  // getgrnam_r: the library may run in threaded servers. ERANGE: a group with many
+  // members needs a larger buffer.
+  std::vector<char> buf(4096);
+  group gr{};
+  group* found = nullptr;
+  int rc;
+  while ((rc = ::getgrnam_r(name, &gr, buf.data(), buf.size(), &found)) == ERANGE && buf.size() < (1u << 20))
+    buf.resize(buf.size() * 2);
+  if (rc != 0 || !found) return;  // no such group here: the file keeps the creator's group
+  // Permitted to root and to members of the group; for anyone else the file keeps the
+  // creator's group, as it would without this step.
+  (void)::fchown(fd, static_cast<uid_t>(-1), found->gr_gid);
 }
 
 void Mapping::copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) const noexcept {

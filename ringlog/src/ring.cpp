@@ -867,7 +867,8 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
     int e = errno;
     throw Error(e == EACCES ? Errc::permission : Errc::io, "ring " + path + ": cannot create: " + std::strerror(e));
   }
-  ::fchmod(fd, opts.mode & 07777);  // not subject to the umask
+  detail::give_to_ring_group(fd);
+  ::fchmod(fd, opts.mode & 07777);  // not subject to the umask; after the chown, which may clear setgid
   std::uint64_t total = kHeaderLen + opts.area_size;
   if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
     int e = errno;

@@ -81,6 +81,13 @@ struct Mapping {
 // uses it, and so does repair::check_header (repair.cpp), for everyone else.
 std::string validate_header(const Header* h, std::uint64_t file_size);
 
+// Ring and stats files belong to the group that may read them (Varnish's shared memory
+// is group varnish, 0640): the group named by $RINGLOG_GROUP, default "ringlog"; an
+// empty name or a group that does not exist leaves the creator's group. Best effort:
+// only root and members of the group may give a file to it.
+inline constexpr const char* kDefaultRingGroup = "ringlog";
+void give_to_ring_group(int fd) noexcept;
+
 std::uint64_t now_ns() noexcept;          // CLOCK_REALTIME
 std::uint64_t mono_ns() noexcept;         // CLOCK_MONOTONIC
 // The pid, cached (glibc's getpid() is a system call); 0 until first use and after fork.

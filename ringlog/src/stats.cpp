@@ -348,6 +348,7 @@ Stats Stats::create(const std::string& path, const StatsOptions& opts) {
     ::unlink(tmp.c_str());
     detail::throw_errno(what, tmp, e);
   };
+  ringlog::detail::give_to_ring_group(fd);
   if (::fchmod(fd, opts.mode) != 0) fail("cannot chmod stats file");
   if (::ftruncate(fd, static_cast<off_t>(file_size)) != 0) fail("cannot size stats file");
   void* b = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
