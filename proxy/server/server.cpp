@@ -69,13 +69,11 @@ void Server::start() {
     if (probe >= 0) ::close(probe);
   }
 
-  ringlog::stats::StatsOptions so;
-  so.mode = 0644;
+  ringlog::stats::StatsOptions so;  // the library's mode, 0640: the group ringlog reads them
   stats_ = std::make_unique<ringlog::stats::Stats>(ringlog::stats::Stats::create_instance(cfg_.instance, so));
   main_ = stats_->add_group(ringlog::stats::main::kKind, "", ringlog::stats::main::kDefs);
   ringlog::CreateOptions co;
   co.area_size = cfg_.ring_size;
-  co.mode = 0644;
   log_ = std::make_unique<ringlog::Log>(ringlog::Log::create(dir + "/ring", co));
   if (!cfg_.mask.empty()) {
     try {
