@@ -1,5 +1,8 @@
-# cmake -P script run by the install_find_package test (see CMakeLists.txt here).
-foreach(v BUILD_DIR EXAMPLE_DIR WORK_DIR GENERATOR CXX)
+# cmake -P script run by the install_find_package test (see CMakeLists.txt here):
+# install into a scratch prefix, then build and run examples/embed twice against it,
+# with find_package(ringlog) and with pkg-config alone, plus one translation unit that
+# includes every installed public header.
+foreach(v BUILD_DIR SOURCE_DIR EXAMPLE_DIR WORK_DIR GENERATOR CXX LIBDIR CONFIGURED_PREFIX)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "install_and_build.cmake: ${v} is not set")
   endif()
@@ -13,18 +16,75 @@ function(run what)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
+function(expect_example_output what)
+  message(STATUS "${what}: ${last_output}")
+  if(NOT last_output MATCHES "6 request groups, 6 with their fetch")
+    message(FATAL_ERROR "${what}: unexpected example output:\n${last_output}")
+  endif()
+endfunction()
+
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 if(NOT EXISTS ${prefix}/include/ringlog/log.hpp OR NOT EXISTS ${prefix}/include/ringlog/defs/tags.def)
   message(FATAL_ERROR "the records headers (ringlog/log.hpp, ringlog/defs/tags.def) were not installed")
 endif()
-# Only the installed prefix: the example must not see the source or build trees.
+# Every public header of the source tree is installed.
+file(GLOB _headers RELATIVE ${SOURCE_DIR}/ringlog/include ${SOURCE_DIR}/ringlog/include/ringlog/*.hpp)
+foreach(h ${_headers})
+  if(NOT EXISTS ${prefix}/include/${h})
+    message(FATAL_ERROR "public header ${h} was not installed")
+  endif()
+endforeach()
+
+# 1. CMake: only the installed prefix; the example must not see the source or build trees.
 run("configure example" ${CMAKE_COMMAND} -S ${EXAMPLE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 run("build example" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run("run example" ${WORK_DIR}/build/ringlog_embed_example ${WORK_DIR}/ring 3)
-message(STATUS "${last_output}")
-if(NOT last_output MATCHES "6 request groups, 6 with their fetch")
-  message(FATAL_ERROR "unexpected example output:\n${last_output}")
+expect_example_output("find_package build")
+
+# 2. pkg-config alone: it reads only the scratch prefix's .pc directory.
+if(NOT PKG_CONFIG)
+  message(FATAL_ERROR "pkg-config is not installed (scripts/install-deps.sh installs it)")
 endif()
+set(pcdir ${prefix}/${LIBDIR}/pkgconfig)
+if(NOT EXISTS ${pcdir}/ringlog.pc)
+  message(FATAL_ERROR "ringlog.pc is not in ${pcdir}")
+endif()
+set(ENV{PKG_CONFIG_LIBDIR} ${pcdir})
+unset(ENV{PKG_CONFIG_PATH})
+run("pkg-config prefix" ${PKG_CONFIG} --variable=prefix ringlog)
+string(STRIP "${last_output}" pc_prefix)
+if(NOT pc_prefix STREQUAL prefix)
+  message(FATAL_ERROR "ringlog.pc names the prefix '${pc_prefix}', installed under '${prefix}'"
+                      " (configured for ${CONFIGURED_PREFIX})")
+endif()
+run("pkg-config --cflags --libs" ${PKG_CONFIG} --cflags --libs ringlog)
+string(STRIP "${last_output}" pc_flags)
+message(STATUS "pkg-config --cflags --libs ringlog: ${pc_flags}")
+set(pc_text "${pc_flags}")
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+list(FIND pc_flags "-I${prefix}/include" _i)
+list(FIND pc_flags "-L${prefix}/${LIBDIR}" _l)
+if(_i LESS 0 OR _l LESS 0)
+  message(FATAL_ERROR "pkg-config flags do not name the scratch prefix ${prefix}: ${pc_text}")
+endif()
+string(FIND "${pc_text}" "${CONFIGURED_PREFIX}/" _c)
+if(NOT CONFIGURED_PREFIX STREQUAL prefix AND _c GREATER -1)
+  message(FATAL_ERROR "pkg-config flags still name the configured prefix ${CONFIGURED_PREFIX}: ${pc_text}")
+endif()
+run("build example with pkg-config" ${CXX} ${EXAMPLE_DIR}/main.cpp ${pc_flags}
+    -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/embed_pkgconfig)
+run("run pkg-config example" ${WORK_DIR}/embed_pkgconfig ${WORK_DIR}/ring-pc 3)
+expect_example_output("pkg-config build")
+
+# 3. Every installed header compiles with the .pc's flags alone (no Boost, no sources).
+set(all_tu "${WORK_DIR}/all_headers.cpp")
+file(WRITE ${all_tu} "// every public header, as installed\n")
+file(GLOB _installed RELATIVE ${prefix}/include ${prefix}/include/ringlog/*.hpp)
+foreach(h ${_installed})
+  file(APPEND ${all_tu} "#include <${h}>\n")
+endforeach()
+file(APPEND ${all_tu} "int main() { return 0; }\n")
+run("compile every installed header" ${CXX} -fsyntax-only ${all_tu} ${pc_flags})
