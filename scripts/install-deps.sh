@@ -13,6 +13,7 @@ PKGS=(
   strace valgrind                   # system-call counts and instruction counts in bench/
   lttng-tools liblttng-ust-dev      # LTTng-UST, a peer of bench_ring (its own session daemon)
   libspdlog-dev                     # spdlog's async logger, a peer of bench_ring
+  dpkg-dev fakeroot systemd logrotate adduser passwd util-linux  # the .deb (cpack, dpkg-shlibdeps), systemd-analyze/sysusers, the ringlog group test
 )
 missing=()
 for p in "${PKGS[@]}"; do
