@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ringproxy cache benchmark against Debian's varnishd 7.1 (a script, never a timed test).
 #
-# Part 1 (issue 8, section 4): cache hits, 1 KiB objects, wrk on loopback, in one run:
+# Part 1: cache hits, 1 KiB objects, wrk on loopback, in one run:
 #   ringproxy (cache on, THREADS workers, full logging = its default tag mask, a
 #   `ringlog -n INST -g request > /dev/null` reader attached) against varnishd
 #   (-s malloc,256m, the same ringlog_test_origin as backend, a `varnishlog -g request

@@ -6,7 +6,7 @@
 //                        logger: one tail acquisition per record)
 //   no_trace / trace_off a loop step without and with a disabled trace point
 //   no_record / masked   a loop step without and with a masked record
-// Targets (issue 3, for a 2-core machine): >= 30 M records/s at 1 thread; 2 threads
+// Targets (for a 2-core machine): >= 30 M records/s at 1 thread; 2 threads
 // >= 1.7x one; batching >= 1.5x per-record at 2 threads; a disabled trace point within
 // 1 ns of none; a masked record within 2 ns.
 // Environment: RINGLOG_BENCH_REPS (repetitions, default 3; medians are reported).
@@ -95,7 +95,7 @@ void summary(const CollectingReporter& rep) {
   std::printf("  per-record 1 thread %8.2f M records/s   2 threads %8.2f M records/s\n", per1 / 1e6, per2 / 1e6);
   std::printf("  loop step %.3f ns, with a disabled trace point %.3f ns, with a masked record %.3f ns (step %.3f ns)\n",
               no_trace, trace_off, masked, no_rec);
-  std::printf("\n== targets (issue 3, defined for a 2-core machine; this one has %u) ==\n",
+  std::printf("\n== records targets (defined for a 2-core machine; this one has %u) ==\n",
               std::thread::hardware_concurrency());
   int fails = 0;
   auto check = [&](const char* what, bool ok, double v, const char* target) {

@@ -2,7 +2,7 @@
 // Varnish 4.0's WRK_SumStat (each task makes its increments into a thread-local struct,
 // then adds the whole struct into a global one under one mutex), and, for reference,
 // one shared atomic fetch_add per increment. A task is 20 increments everywhere.
-// Prints the ratios the issue asks for: slabs 2 threads / 1 thread (>= 1.8 where two
+// Prints the ratios its targets are stated in: slabs 2 threads / 1 thread (>= 1.8 where two
 // cores are free) and slabs / mutex baseline at 16 threads (>= 10).
 #include <benchmark/benchmark.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of ringproxy's cache (issue 8): real clients (raw sockets, many at
+"""End-to-end tests of ringproxy's cache: real clients (raw sockets, many at
 once) in front of a real origin (ringlog_test_origin), bodies checked byte for byte
 against the origin's content pattern, backend fetches counted by the origin (/stats),
 log records and counters read through the library's reader API (support's proxy_log_reader).

@@ -163,7 +163,7 @@ TEST(Tags, TableIsConsistent) {
     EXPECT_EQ(tag_by_name(i.name), static_cast<Tag>(i.id));
     EXPECT_NE(std::string(i.description), "");
   }
-  // Every tag the issue names exists.
+  // Every tag that proxies and tools rely on exists.
   for (const char* n : {"Begin", "End", "Link", "SessOpen", "SessClose", "ReqStart", "ReqMethod", "ReqURL",
                         "ReqProtocol", "ReqHeader", "ReqUnset", "RespProtocol", "RespStatus", "RespReason",
                         "RespHeader", "BereqMethod", "BereqURL", "BereqProtocol", "BereqHeader", "BerespProtocol",
