@@ -257,7 +257,6 @@ class UringTransport : public Transport {
       io_uring_prep_sendmsg_zc(sqe, s.fd_, &s.msg_, fl);
     else
       io_uring_prep_sendmsg(sqe, s.fd_, &s.msg_, fl);
-    if (zc) ++zc_sends_;
     io_uring_sqe_set_data(sqe, &s);
     s.queued_at_ = submits_;
     // Nothing to fill the next array with yet (a pass whose window is all in this
@@ -320,6 +319,7 @@ class UringTransport : public Transport {
     s.have_res_ = false;
     int res = s.res_;
     if (res >= 0) {
+      if (s.zc_) ++zc_sends_;  // counted once it went through: a refused one is no zero-copy send
       s.consume(std::size_t(res));
       if (s.status_ != Sender::Status::done) s.status_ = Sender::Status::ready;
     } else if (res == -EAGAIN || res == -EWOULDBLOCK) {

@@ -145,6 +145,7 @@ class Transport {
   virtual std::size_t max_iov() const noexcept { return 64; }
   // System calls made for sending (writev calls or io_uring_enter submissions).
   std::uint64_t syscalls() const noexcept { return syscalls_; }
+  // Zero-copy sends completed (io_uring), not counting those the kernel refused.
   std::uint64_t zc_sends() const noexcept { return zc_sends_; }
 
  protected:
