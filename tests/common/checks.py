@@ -6,8 +6,11 @@ Import from a test script (tests/<folder>/x.py) with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 """
 import os
+import shutil
+import sys
 
 FAILURES = []
+SKIPPED = 77  # tests/CMakeLists.txt: RINGLOG_TEST_SKIPPED, which ctest reports as skipped
 
 
 def check(cond, what, detail=None):
@@ -38,3 +41,23 @@ def golden(path, out):
     return check(out == want, f"golden {os.path.basename(path)}",
                  f"got:\n{out.decode('utf-8', 'backslashreplace')}\n"
                  f"want:\n{want.decode('utf-8', 'backslashreplace')}")
+
+
+def skip(reason):
+    """Ends the test as skipped (ctest shows it so): it cannot run here, for `reason`.
+    A test that has already failed a check still fails."""
+    print(f"SKIPPED: {reason}", flush=True)
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s) before the skip", flush=True)
+        sys.exit(1)
+    sys.exit(SKIPPED)
+
+
+def need(tool):
+    """The path of an external program the test runs (on PATH, or in /usr/sbin or /sbin
+    where Debian puts daemons); skips the test when it is not installed here
+    (scripts/install-deps.sh installs every one of them)."""
+    path = shutil.which(tool, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin")
+    if not path:
+        skip(f"{tool} is not installed (scripts/install-deps.sh installs it)")
+    return path

@@ -7,22 +7,25 @@ configure() before running a case.
 Every server listens on 127.0.0.1 only and is stopped by pid (children also get
 PR_SET_PDEATHSIG); every wait is bounded.
 """
+import fcntl
 import json
 import os
 import signal
 import socket
 import socketserver
+import struct
 import subprocess
+import termios
 import threading
 import traceback
 from http.server import ThreadingHTTPServer
 
-from checks import FAILURES, check
+from checks import FAILURES, check, need
 from procs import free_port, kill_all, pdeathsig, stop, wait_for, wait_port
 
 __all__ = ["FAILURES", "check", "free_port", "stop", "wait_for", "wait_port", "configure", "CHILDREN", "Proxy",
            "Origin", "curl", "tags", "recs", "Resp", "read_response", "read_head", "connect", "request_bytes",
-           "request", "recv_until", "rst_close", "LocalTCPServer", "LocalHTTPServer", "cases_of", "run_cases"]
+           "request", "recv_until", "rst_close", "send_then_reset", "unread", "unsent", "LocalTCPServer", "LocalHTTPServer", "cases_of", "run_cases"]
 
 # Set by configure().
 PROXY = ORIGIN = READER = WORKDIR = RINGLOG_DIR = None
@@ -165,7 +168,8 @@ class Origin:
 
 
 def curl(*args, max_time=30, timeout=60):
-    return subprocess.run(["curl", "-s", "-S", "--max-time", str(max_time), *args], capture_output=True,
+    """curl with the arguments (the test is skipped where curl is not installed)."""
+    return subprocess.run([need("curl"), "-s", "-S", "--max-time", str(max_time), *args], capture_output=True,
                           timeout=timeout)
 
 
@@ -295,6 +299,24 @@ def request(port, path, method="GET", headers=(), body=b"", source=None, timeout
             s.close()
     except OSError as e:
         return Resp(0, f"{type(e).__name__}: {e}", {}, b"", True)
+
+
+def unsent(s):
+    """Bytes in a socket's send queue not yet acknowledged by the peer (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+
+def unread(s):
+    """Bytes received on a socket and not yet read (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
+def send_then_reset(s, data):
+    """Sends data, waits until the peer's kernel has all of it (nothing left unsent),
+    then resets the connection: the peer gets every byte, then the RST."""
+    s.sendall(data)
+    wait_for(lambda: unsent(s) == 0)
+    rst_close(s)
 
 
 def rst_close(s):

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 _PR_SET_PDEATHSIG = 1
@@ -28,14 +29,105 @@ def free_port(kind=socket.SOCK_STREAM):
 
 def wait_for(pred, timeout=10.0, interval=0.05):
     """Polls pred() until it returns something true (returned) or timeout seconds have
-    passed; then returns one last pred()."""
+    passed; then returns one last pred(). The one poll loop of the scripted tests: pred
+    reads observable state (a file, a socket, /proc, a counter); the timeout only bounds
+    a wait that would otherwise hang, it never decides a result on its own."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         v = pred()
         if v:
             return v
-        time.sleep(interval)
+        time.sleep(interval)  # bounded poll on pred's observable state (see above)
     return pred()
+
+
+# ---- what a process is doing, from /proc (Linux) --------------------------------------
+
+def task_states(pid):
+    """The scheduler state letter of every thread of pid (R, S, D, T, t, Z, ...); [] once
+    it is gone."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def sleeping(pid):
+    """True when every thread of pid is in an interruptible sleep (S): blocked in a
+    wait (a timer, a futex, poll or epoll, a socket read), so it does nothing until an
+    event or its timeout comes."""
+    st = task_states(pid)
+    return bool(st) and all(s == "S" for s in st)
+
+
+def stopped(pid):
+    """True once pid is stopped by a signal (SIGSTOP): state T."""
+    st = task_states(pid)
+    return bool(st) and all(s in "Tt" for s in st)
+
+
+def maps(pid, path):
+    """True when pid has the file at path mapped (/proc/PID/maps names it)."""
+    want = os.path.realpath(path)
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(line.rstrip("\n").endswith(" " + want) for line in f)
+    except OSError:
+        return False
+
+
+def attached(proc, path):
+    """A reader process that has mapped the ring at path and then gone to sleep waiting
+    for data: its start position is taken, so whatever is written from now on is new to
+    it. False once it has exited."""
+    return proc.poll() is None and maps(proc.pid, path) and sleeping(proc.pid)
+
+
+def idle(proc):
+    """A process still running and asleep in every thread (waiting for input)."""
+    return proc.poll() is None and sleeping(proc.pid)
+
+
+# ---- TCP sockets on this machine, from /proc/net/tcp{,6} ------------------------------
+
+TCP_ESTABLISHED, TCP_LISTEN = 0x01, 0x0A
+
+
+def tcp_sockets():
+    """Every TCP socket as a dict: local and remote port, state, tx_queue (bytes sent but
+    not acknowledged) and rx_queue (bytes received but not read; for a listener, the
+    connections waiting in its accept queue)."""
+    out = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    w = line.split()
+                    tx, rx = w[4].split(":")
+                    out.append({"lport": int(w[1].rsplit(":", 1)[1], 16), "rport": int(w[2].rsplit(":", 1)[1], 16),
+                                "state": int(w[3], 16), "tx_queue": int(tx, 16), "rx_queue": int(rx, 16)})
+        except OSError:
+            pass
+    return out
+
+
+def listening(port):
+    """True while something listens on TCP port `port`."""
+    return any(s["lport"] == port and s["state"] == TCP_LISTEN for s in tcp_sockets())
+
+
+def accept_queue(port):
+    """Connections completed and waiting in the accept queue of the listener on port."""
+    return sum(s["rx_queue"] for s in tcp_sockets() if s["lport"] == port and s["state"] == TCP_LISTEN)
 
 
 def port_open(port):
@@ -106,3 +198,39 @@ def start_ready(cmd, ready, what, timeout=10.0, **popen):
         p.wait()
         raise RuntimeError(f"{what} did not start")
     return p
+
+
+def sleeps(cmd, env=None, timeout=60):
+    """Runs cmd under strace and returns (how many times its main thread called
+    nanosleep or clock_nanosleep, its exit code): whether a tool waited, without timing
+    it. Skips the test where strace is not installed or cannot trace."""
+    import checks  # noqa: PLC0415 - checks imports nothing from here
+    strace = checks.need("strace")
+    env = dict(env if env is not None else os.environ)
+    # LeakSanitizer cannot run under ptrace: off for this run in the ASan build.
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    fd, log = tempfile.mkstemp(prefix="strace-")
+    os.close(fd)
+    try:
+        r = subprocess.run([strace, "-f", "-e", "trace=execve,nanosleep,clock_nanosleep", "-o", log, *cmd],
+                           capture_output=True, env=env, timeout=timeout)
+        if r.returncode != 0 and b"ptrace" in r.stderr:
+            checks.skip("strace cannot trace here (ptrace refused)")
+        with open(log) as f:
+            lines = [l.split(None, 1) for l in f if l.strip()]
+    finally:
+        os.unlink(log)
+    main = lines[0][0] if lines else None  # the pid that made the first call (execve)
+    n = sum(1 for l in lines if len(l) == 2 and l[0] == main and "nanosleep(" in l[1])
+    return n, r.returncode
+
+
+def io_uring_available():
+    """True when this process may set up an io_uring (the kernel has it and no seccomp
+    filter or sysctl refuses it): io_uring_setup(2) on a tiny ring, closed at once."""
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    fd = _libc.syscall(425, 4, params)  # __NR_io_uring_setup (the same on every 64-bit Linux)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True

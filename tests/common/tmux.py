@@ -4,17 +4,18 @@ screen until a condition holds."""
 import subprocess
 import time
 
-from checks import check
+from checks import check, need
 from procs import wait_file
 
 
 class Tmux:
     def __init__(self, sock):
         self.sock = sock
+        self.bin = need("tmux")  # skipped where tmux is not installed
 
     def __call__(self, *args, check_rc=True):
         """Runs `tmux -L SOCK ARGS...`; a failure raises RuntimeError unless check_rc=False."""
-        r = subprocess.run(["tmux", "-L", self.sock, *args], capture_output=True, text=True, timeout=20)
+        r = subprocess.run([self.bin, "-L", self.sock, *args], capture_output=True, text=True, timeout=20)
         if check_rc and r.returncode != 0:
             raise RuntimeError(f"tmux {args}: {r.stderr}")
         return r
@@ -34,7 +35,7 @@ class Tmux:
             s = self.capture(session)
             if pred(s):
                 return s
-            time.sleep(0.1)
+            time.sleep(0.1)  # bounded poll on the screen's content (above)
         check(False, what, s)
         return s
 

@@ -2,7 +2,9 @@
 """ringlog-dump's command line: dump modes, --info, --json, exit codes, bad input,
 read-only dumping, and --repair (copy and in place) of crash states made by editing
 a ring's bytes at the offsets of docs/FORMAT.md.
-Usage: dump_cli_test.py RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR [RINGLOG]
+Usage: dump_cli_test.py CASE RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR [RINGLOG]
+  cli       everything but the system calls
+  syscalls  every dump mode opens the ring O_RDONLY and maps it PROT_READ (strace)
 With RINGLOG (the live tail), decoded records must print exactly as `ringlog -d -g raw`.
 """
 import hashlib
@@ -13,19 +15,13 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import FAILURES as failures, check, need, skip  # noqa: E402
+
 HEADER = 24576
 TAIL, OWNER, OWNER_SAVED_RC, HEAD = 64, 112, 120, 128
 WRITERS, READERS, SLOT = 4096, 20480, 64
 LOCK = 1 << 63
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
 
 def run(tool, *args):
     return subprocess.run([tool, *args], capture_output=True, timeout=60)
@@ -41,14 +37,53 @@ def dead_pid():
     return p.pid
 
 
+LINES = ["first line", "second\nwith a newline", "third \u00e9t\u00e9", "x" * 300]
+
+
 def main():
-    tool, writer, work = sys.argv[1:4]
-    tail_tool = sys.argv[4] if len(sys.argv) > 4 else None
+    case, tool, writer, work = sys.argv[1:5]
+    tail_tool = sys.argv[5] if len(sys.argv) > 5 else None
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     ring = os.path.join(work, "ring")
-    lines = ["first line", "second\nwith a newline", "third \u00e9t\u00e9", "x" * 300]
+    lines = LINES
     subprocess.run([writer, ring, "8192", *lines], check=True, timeout=30)
+    if case == "syscalls":
+        syscalls(tool, ring, work)
+    elif case == "cli":
+        cli(tool, writer, work, ring, lines, tail_tool)
+    else:
+        print(f"unknown case {case}")
+        return 2
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(failures)} failures" if failures else f"ringlog-dump {case}: all checks passed")
+    return 1 if failures else 0
+
+
+def syscalls(tool, ring, work):
+    """The system calls say so for every mode: the ring is opened O_RDONLY and mapped
+    PROT_READ (as root, a 0444 file could still be opened for writing)."""
+    strace = need("strace")
+    size = os.path.getsize(ring)
+    for mode in (["-r"], ["-d"], ["-i"], ["-i", "-j"], ["-r", "-j", "-s", "-l"]):
+        log = os.path.join(work, "strace.log")
+        # LeakSanitizer cannot run under ptrace: off for this run in the ASan build.
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+        st = subprocess.run([strace, "-f", "-e", "trace=openat,open,mmap", "-o", log, tool, *mode, ring],
+                            capture_output=True, timeout=60, env=env)
+        if st.returncode != 0 and b"ptrace" in st.stderr:
+            skip("strace cannot trace here (ptrace refused)")
+        calls = open(log).read().splitlines()
+        opens = [c for c in calls if f'"{ring}"' in c]
+        check(opens and all("O_RDONLY" in c and "O_RDWR" not in c and "O_WRONLY" not in c for c in opens),
+              f"{mode}: ring opened {opens}")
+        shared = [c for c in calls if "MAP_SHARED" in c]
+        check(len(shared) == 1 and f"mmap(NULL, {size}, PROT_READ, MAP_SHARED," in shared[0],
+              f"{mode}: shared mappings {shared}")
+
+
+def cli(tool, writer, work, ring, lines, tail_tool):
 
     # -- dump modes
     r = run(tool, "--raw", ring)
@@ -86,26 +121,7 @@ def main():
     check(hashlib.sha256(open(ring, "rb").read()).hexdigest() == before and os.stat(ring).st_mtime_ns == mtime,
           "dump changed the file")
 
-    # The system calls say so for every mode: the ring is opened O_RDONLY and mapped
-    # PROT_READ (as root, a 0444 file could still be opened for writing).
-    if shutil.which("strace"):
-        size = os.path.getsize(ring)
-        for mode in (["-r"], ["-d"], ["-i"], ["-i", "-j"], ["-r", "-j", "-s", "-l"]):
-            log = os.path.join(work, "strace.log")
-            # LeakSanitizer cannot run under ptrace: off for this run in the ASan build.
-            env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
-            st = subprocess.run(["strace", "-f", "-e", "trace=openat,open,mmap", "-o", log, tool, *mode, ring],
-                                capture_output=True, timeout=60, env=env)
-            if st.returncode != 0 and b"ptrace" in st.stderr:
-                print("strace cannot trace here; the system-call check is skipped")
-                break
-            calls = open(log).read().splitlines()
-            opens = [c for c in calls if f'"{ring}"' in c]
-            check(opens and all("O_RDONLY" in c and "O_RDWR" not in c and "O_WRONLY" not in c for c in opens),
-                  f"{mode}: ring opened {opens}")
-            shared = [c for c in calls if "MAP_SHARED" in c]
-            check(len(shared) == 1 and f"mmap(NULL, {size}, PROT_READ, MAP_SHARED," in shared[0],
-                  f"{mode}: shared mappings {shared}")
+    # (The system calls of each mode are the syscalls case.)
 
     # -- usage errors (2) and unreadable input (3)
     for args in (["--bogus", ring], [], ["--raw", "--records", ring], ["--repair", ring],
@@ -236,9 +252,11 @@ def main():
         check(run(tool, "--layout", "haproxy-v1", v2).returncode in (1, 3), f"{v2} read as v1 must not look clean")
         # HAProxy records no writer: a process that maps the file writable (as HAProxy
         # does) makes --in-place refuse; a copy may still be made.
-        holder = subprocess.Popen([sys.executable, "-c", "import mmap, sys, time\n"
+        # It holds the mapping until its stdin closes (killed below by pid).
+        holder = subprocess.Popen([sys.executable, "-c", "import mmap, sys\n"
                                    "f = open(sys.argv[1], 'r+b'); m = mmap.mmap(f.fileno(), 0)\n"
-                                   "print('mapped', flush=True); time.sleep(30)", v2], stdout=subprocess.PIPE)
+                                   "print('mapped', flush=True); sys.stdin.read()", v2],
+                                  stdout=subprocess.PIPE, stdin=subprocess.PIPE)
         try:
             check(holder.stdout.readline() == b"mapped\n", "the mapping process did not start")
             rep = run(tool, "--repair", "--in-place", v2)
@@ -282,11 +300,6 @@ def main():
             check(r.returncode == 1 and b"rebuilt by scanning" in r.stdout, f"{bad} repair: {r.returncode} {r.stdout!r}")
             r = run(tool, bad)
             check(r.returncode == 0 and r.stdout == want, f"{bad} after repair: {r.returncode} {r.stdout!r}")
-
-    if not failures:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(failures)} failures" if failures else "ringlog-dump command line: all checks passed")
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

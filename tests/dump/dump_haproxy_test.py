@@ -7,26 +7,20 @@ ring with a known log-format; sends a bounded number of requests with curl; stop
 haproxy by pid; checks that ringlog-dump prints exactly the expected lines (while
 haproxy runs, and after it stopped), that it detected the pre-3.0 layout, that an
 in-place repair is refused while haproxy runs, and that a repaired copy is clean.
-Usage: dump_haproxy_test.py RINGLOG_DUMP HAPROXY WORKDIR
+Usage: dump_haproxy_test.py RINGLOG_DUMP WORKDIR   (skipped where haproxy is not installed)
 """
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import need  # noqa: E402
+from procs import free_port, wait_for, wait_port  # noqa: E402
 
 N = 12
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def dump(tool, *args):
@@ -34,7 +28,9 @@ def dump(tool, *args):
 
 
 def main():
-    tool, haproxy, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    tool, work = sys.argv[1], sys.argv[2]
+    haproxy = need("haproxy")
+    need("curl")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     ring = os.path.join(work, "events.ring")
@@ -67,12 +63,9 @@ frontend web
         return 1
     proc = subprocess.Popen([haproxy, "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        for _ in range(100):  # wait until it listens (bounded)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        if not wait_port(port, proc):
+            print("haproxy did not listen on", port)
+            return 1
         expected = []
         for i in range(N):
             path = f"/item/{i}?q={i * 7}"
@@ -83,12 +76,9 @@ frontend web
                 return 1
             expected.append(f"ringlog-dump-test GET {path} status=200")
         # Live: the ring is mapped shared by haproxy; the file is current.
-        deadline = time.time() + 5
-        while True:
-            live = dump(tool, ring)
-            if live.stdout.decode().splitlines() == expected or time.time() > deadline:
-                break
-            time.sleep(0.1)
+        # haproxy writes its log lines after the responses: poll the dump until all are in.
+        live = wait_for(lambda: (lambda d: d if d.stdout.decode().splitlines() == expected else None)(dump(tool, ring)),
+                        5) or dump(tool, ring)
         if live.returncode != 0 or live.stdout.decode().splitlines() != expected:
             print("live dump differs:", live.returncode, live.stdout, live.stderr)
             return 1
