@@ -3,18 +3,16 @@
 //   tail_writer create PATH SIZE            create (or replace) an empty ring
 //   tail_writer known PATH                  the fixed scenario (session, 2 requests, a fetch, ...)
 //   tail_writer incomplete PATH             a request that never ends (flushed, then exits)
-//   tail_writer live PATH N INTERVAL_MS     N small requests, one every INTERVAL_MS
+//   tail_writer live PATH N                 N small requests
 //   tail_writer fill PATH SIZE              create a ring of SIZE bytes and write requests
 //                                           until it has wrapped twice (a full ring)
 // Timestamps are fixed so the output is the same on every run.
 #include <unistd.h>
 
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "ringlog/log.hpp"
 
@@ -85,14 +83,13 @@ void known(ringlog::Log& log) {
   log.record(Tag::Notice, "outside any transaction");
 }
 
-void live(ringlog::Log& log, int n, int interval_ms) {
+void live(ringlog::Log& log, int n) {
   for (int i = 0; i < n; ++i) {
     ringlog::Txn req = log.begin(ringlog::TxnType::req, "rxreq");
     req.record(ringlog::Tag::ReqMethod, "GET");
     req.recordf(ringlog::Tag::ReqURL, "/live/%d", i);
     req.record(ringlog::Tag::RespStatus, i % 5 == 4 ? "503" : "200");
     req.end();
-    if (interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
   }
 }
 
@@ -168,9 +165,9 @@ int main(int argc, char** argv) {
       req.flush();
       std::fflush(stdout);
       _exit(0);  // the End is never written
-    } else if (cmd == "live" && argc == 5) {
+    } else if (cmd == "live" && argc == 4) {
       ringlog::Log log = open_or_create(path);
-      live(log, std::atoi(argv[3]), std::atoi(argv[4]));
+      live(log, std::atoi(argv[3]));
     } else if (cmd == "fill" && argc == 4) {
       ringlog::Log log = ringlog::Log::create(path, {.area_size = std::strtoull(argv[3], nullptr, 0)});
       fill(log);

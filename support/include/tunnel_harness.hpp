@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -122,16 +123,17 @@ inline bool write_all(int fd, const char* p, std::size_t n, std::size_t chunk = 
   return true;
 }
 
-// Reads until EOF (or error: returns what it got, sets *err).
+// Reads until EOF (or error: returns what it got, sets *err). between(), if given, runs
+// after each chunk read (a slow reader waits there for something).
 inline std::string read_all(int fd, int* err = nullptr, std::size_t chunk = 1 << 16,
-                            std::chrono::microseconds pause = {}) {
+                            const std::function<void()>& between = {}) {
   std::string out;
   std::string buf(chunk, '\0');
   for (;;) {
     ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
     if (r > 0) {
       out.append(buf.data(), std::size_t(r));
-      if (pause.count()) std::this_thread::sleep_for(pause);
+      if (between) between();
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -174,8 +176,14 @@ class EpollLoop final : public TunnelHost {
   TunnelEnv& env() { return env_; }
   PipePool& pool() { return pool_; }
 
+  // The loop thread's id (0 before start()): tests look at what it is doing in /proc.
+  pid_t tid() const { return tid_.load(); }
+
   void start() {
-    thr_ = std::thread([this] { run(); });
+    thr_ = std::thread([this] {
+      tid_ = static_cast<pid_t>(::syscall(SYS_gettid));
+      run();
+    });
   }
   void stop() {
     if (!thr_.joinable()) return;
@@ -318,6 +326,7 @@ class EpollLoop final : public TunnelHost {
   std::unordered_map<int, Tunnel*> fds_;
   std::unordered_map<Tunnel*, Entry> live_;
   std::atomic<std::size_t> next_id_{0};
+  std::atomic<pid_t> tid_{0};
   std::mutex rmu_;
   std::condition_variable rcv_;
   std::unordered_map<std::size_t, Result> results_;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "delivery_util.hpp"
+#include "observe.hpp"
 #include "ringproxy/cache/cache.hpp"
 
 using namespace ringproxy;
@@ -442,7 +443,9 @@ TEST(Cache, ConcurrentMissesMakeOneFetch) {
       std::lock_guard lk(fm);
       o = fetch;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the others pile up
+    // The 99 other clients pile up on the busy object before its headers come (the
+    // cache counts each wait) so that all of them stream it.
+    EXPECT_TRUE(ringlog::test::wait_until([&] { return c.stats().waits.load() >= 99; })) << c.stats().waits.load();
     c.headers(o, get("/cold"), resp({{"Cache-Control", "max-age=60"}}), T0, nullptr);
     for (std::size_t i = 0; i < body.size(); i += 3000) {
       o->append(body.data() + i, std::min<std::size_t>(3000, body.size() - i));

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "delivery_util.hpp"
+#include "observe.hpp"
 
 using namespace ringproxy::delivery;
 using namespace dtest;
@@ -25,7 +26,8 @@ struct Consumer {
 };
 
 // One event loop: runs its consumers until all are done or nothing happens for 20 s.
-void loop(std::vector<Consumer*> cs, LoopWaker* w, std::atomic<int>* stuck) {
+void loop(std::vector<Consumer*> cs, LoopWaker* w, std::atomic<int>* stuck, std::atomic<pid_t>* tid) {
+  tid->store(ringlog::test::this_tid());
   ScatterArray sa(4);
   std::size_t left = cs.size();
   for (auto* c : cs) c->notify.ready.store(true);  // first pass: everyone pulls
@@ -51,10 +53,18 @@ void loop(std::vector<Consumer*> cs, LoopWaker* w, std::atomic<int>* stuck) {
     pollfd p{w->fd(), POLLIN, 0};
     if (::poll(&p, 1, 20000) == 0) {  // no wake-up for 20 s: one was lost
       stuck->fetch_add(1);
-      return;
+      break;
     }
     w->drain();
   }
+  tid->store(0);  // done: nothing left to wait for
+}
+
+// A loop is idle when it sleeps in poll(2) on its waker (each of its consumers has
+// everything fetched so far and is armed on the object) or has finished.
+bool idle(const std::atomic<pid_t>& tid) {
+  pid_t t = tid.load();
+  return t == 0 || ringlog::test::sleeping_in(t, SYS_poll) || ringlog::test::sleeping_in(t, SYS_ppoll);
 }
 }  // namespace
 
@@ -82,7 +92,8 @@ TEST(Streaming, SlowProducerManyConsumers) {
     cs.push_back(std::move(c));
   }
   std::atomic<int> stuck{0};
-  std::thread t0(loop, per[0], &w[0], &stuck), t1(loop, per[1], &w[1], &stuck);
+  std::atomic<pid_t> tid0{-1}, tid1{-1};  // -1: not started yet
+  std::thread t0(loop, per[0], &w[0], &stuck, &tid0), t1(loop, per[1], &w[1], &stuck, &tid1);
   std::thread producer([&] {
     std::mt19937 g(5);
     for (std::size_t i = 0; i < body.size();) {
@@ -90,7 +101,9 @@ TEST(Streaming, SlowProducerManyConsumers) {
       ASSERT_EQ(o->append(body.data() + i, k), ssize_t(k));
       i += k;
       if (g() % 4 == 0) std::this_thread::yield();
-      if (g() % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      // Now and then the consumers catch up and wait for the object's notification:
+      // the wake-up path under test (seen in /proc, not hoped for after a sleep).
+      if (g() % 32 == 0) ringlog::test::wait_until([&] { return tid0 >= 0 && tid1 >= 0 && idle(tid0) && idle(tid1); });
     }
     o->finish();
   });
@@ -130,7 +143,8 @@ TEST(Streaming, FailedFetchReachesEveryWaiter) {
     cs.push_back(std::move(c));
   }
   std::atomic<int> stuck{0};
-  std::thread t(loop, ptrs, &w, &stuck);
+  std::atomic<pid_t> tid{0};
+  std::thread t(loop, ptrs, &w, &stuck, &tid);
   std::thread producer([&] {
     std::string part(5000, 'p');
     for (int i = 0; i < 20; ++i) {
@@ -190,7 +204,8 @@ TEST(Streaming, PassObjectProducerWaitsForTheReader) {
     }
     o->finish();
   });
-  loop({&c}, &cw, &stuck);
+  std::atomic<pid_t> tid{0};
+  loop({&c}, &cw, &stuck, &tid);
   producer.join();
   EXPECT_EQ(stuck.load(), 0);
   EXPECT_TRUE(c.done && !c.error);

@@ -259,6 +259,8 @@ TEST(DumpTorture, WritersKilledAtEveryStep) {
       ws[w].go = go[1];
     }
     if (random_victim) {
+      // The kill's moment is the random input under test, not a synchronisation (phases
+      // are reported through the pipes).
       ::usleep(static_cast<useconds_t>(rng() % 3000));
       ::kill(ws[1].pid, SIGKILL);
     }

@@ -16,15 +16,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import procs  # noqa: E402
+from checks import need  # noqa: E402
 from procs import free_port, pdeathsig as die_with_parent  # noqa: E402
 
 CASE, FWD, WRITER, WORK, STAT = sys.argv[1:6]
 TAIL = sys.argv[6] if len(sys.argv) > 6 else None  # the `ringlog` tool, for the filters case
-RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 INST = os.path.join(WORK, "inst")
@@ -41,6 +40,13 @@ def fail(msg):
         if f.endswith(".err") or f.endswith(".rs.log"):
             print(f"--- {f}:\n" + open(os.path.join(WORK, f), errors="replace").read()[-3000:])
     sys.exit(1)
+
+
+def disconnected(port):
+    """No connection to the collector's port is open any more (the forwarder has seen
+    it go and closed its end)."""
+    return not any(s["rport"] == port and s["state"] in (procs.TCP_ESTABLISHED, 0x08)  # 0x08: CLOSE_WAIT
+                   for s in procs.tcp_sockets())
 
 
 def wait_for(pred, timeout, what):
@@ -81,7 +87,7 @@ class Rsyslog:
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
         log = open(os.path.join(WORK, os.path.basename(self.dir) + ".rs.log"), "a")
-        self.proc = subprocess.Popen([RSYSLOGD, "-n", "-f", self.conf, "-i", self.pidfile],
+        self.proc = subprocess.Popen([need("rsyslogd"), "-n", "-f", self.conf, "-i", self.pidfile],
                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         CHILDREN.append(self.proc)
 
@@ -99,12 +105,11 @@ class Rsyslog:
         # (lines() leaves them out).
         for port, out in self.udp.items():
             probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            end = time.monotonic() + 20
-            while not any(PROBE in l for l in _raw_lines(out)):
-                if time.monotonic() > end:
-                    fail(f"rsyslogd's imudp on port {port} wrote no probe in 20 s")
+
+            def probed():  # one more datagram per poll until one is in the file
                 probe.sendto(f"<14>1 2026-01-01T00:00:00Z probe probe - - - {PROBE}".encode(), ("127.0.0.1", port))
-                time.sleep(0.1)
+                return any(PROBE in l for l in _raw_lines(out))
+            wait_for(probed, 20, f"rsyslogd's imudp on port {port} to write a probe")
             probe.close()
 
     def stop(self, sig=signal.SIGTERM):
@@ -251,11 +256,11 @@ def case_rsyslog_restart():
     CHILDREN.append(w)
     wait_for(lambda: len(lines(out)) > n // 5, 30, "the first fifth")
     rs.stop(signal.SIGKILL)            # killed mid-stream, no chance to flush
-    time.sleep(0.5)
+    wait_for(lambda: disconnected(port), 20, "the forwarder to see its collector gone")
     rs.start()
     wait_for(lambda: len(lines(out)) > n // 2, 30, "half the lines")
     rs.stop(signal.SIGTERM)            # stopped mid-stream
-    time.sleep(0.5)
+    wait_for(lambda: disconnected(port), 20, "the forwarder to see its collector gone")
     rs.start()
     if w.wait(timeout=60) != 0:
         fail("writer failed")

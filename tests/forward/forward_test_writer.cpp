@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "no pinned reader attached after %.1f s\n", wait);
       return 1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // bounded poll on the header's pinned count
   }
   std::uint64_t dropped_before = log.dropped_batches();
   start = std::chrono::steady_clock::now();
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     if (rate > 0) {
       auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                              std::chrono::duration<double>(double(i - first + 1) / rate));
-      std::this_thread::sleep_until(due);
+      std::this_thread::sleep_until(due);  // a live source at a fixed rate: the scenario, not a synchronisation
     }
   }
   std::printf("written %llu dropped %llu\n", count,

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "forwarder.hpp"
+#include "observe.hpp"
 #include "syslog.hpp"
 
 namespace fw = ringlog::forward;
@@ -66,13 +68,23 @@ class Collector {
     return msgs_.size();
   }
   int connections() const { return conns_; }
+  // Everything the kernel took for it has been read and parsed: its connection holds no
+  // unread byte and its thread sleeps in poll(2) again.
+  bool quiet() const {
+    int fd = cfd_.load(), unread = 0;
+    pid_t t = tid_.load();
+    if (fd >= 0 && (::ioctl(fd, FIONREAD, &unread) != 0 || unread > 0)) return false;
+    return t && (ringlog::test::sleeping_in(t, SYS_poll) || ringlog::test::sleeping_in(t, SYS_ppoll));
+  }
 
  private:
   void run() {
+    tid_ = ringlog::test::this_tid();
     std::string pending;
     char buf[65536];
     while (!stop_) {
-      pollfd p{tcp_ && cfd_ < 0 ? lfd_ : (tcp_ ? cfd_ : lfd_), POLLIN, 0};
+      const int cfd = cfd_.load();
+      pollfd p{tcp_ && cfd < 0 ? lfd_ : (tcp_ ? cfd : lfd_), POLLIN, 0};
       if (::poll(&p, 1, 10) <= 0) {
         if (tcp_ && cfd_ >= 0) {  // a new connection replaces a dead one
           pollfd l{lfd_, POLLIN, 0};
@@ -133,7 +145,9 @@ class Collector {
   }
 
   bool tcp_;
-  int lfd_ = -1, cfd_ = -1, rcvbuf_ = 0;
+  int lfd_ = -1, rcvbuf_ = 0;
+  std::atomic<int> cfd_{-1};  // read by quiet() from the test thread
+  std::atomic<pid_t> tid_{0};
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> drop_at_{0};
@@ -181,9 +195,7 @@ bool poll_until(fw::Forwarder& f, Pred pred) {
 }
 template <class Pred>
 bool wait_until(Pred pred) {
-  const auto end = std::chrono::steady_clock::now() + kDeadline;
-  while (!pred() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
-  return pred();
+  return ringlog::test::wait_until(pred, kDeadline);
 }
 
 std::vector<std::string> quiet_log;
@@ -236,7 +248,9 @@ TEST(Delivery, ReconnectsResendWithinTheWindowAndLoseNothing) {
   ASSERT_TRUE(poll_until(f, [&] { return f.drained() && c.connections() >= 2; }));
   if (next_drop) c.drop_at(0);
   ASSERT_TRUE(wait_until([&] { return c.count() >= n; }));
-  std::this_thread::sleep_for(50ms);
+  // Late copies (resent ones) count as duplicates: wait until the collector has read
+  // every byte the kernel acknowledged.
+  ASSERT_TRUE(wait_until([&] { return c.quiet(); }));
   std::map<std::string, int> seen;
   for (const auto& m : c.messages()) ++seen[m];
   std::size_t dups = 0;

@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
   auto period = std::chrono::duration<double>(1.0 / rate);
   for (unsigned i = 0; !g_stop; ++i) {
     write_live(log, i);
-    std::this_thread::sleep_for(period);
+    std::this_thread::sleep_for(period);  // a live source at --rate: the scenario, not a synchronisation
   }
   return 0;
 }

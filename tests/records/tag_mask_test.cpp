@@ -123,41 +123,46 @@ TEST(TagMask, ChangedByAnotherProcessWhileThisOneWrites) {
 TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
   ScratchPath p;
   Log log = Log::create(p, {.area_size = 64u << 20});
-  std::atomic<int> phase{0};
+  // Writers and the toggler go in rounds, so that the toggles land while the writers
+  // write whatever the machine's speed, and nothing waits on a clock: in round g each
+  // writer begins one transaction, racing the next change; the toggler changes the
+  // mask, opens the round, and opens the next one once a writer has written in this
+  // one (it never waits for the other). The last kFinalRounds rounds come after the
+  // final change: every transaction begun in them must see it.
+  constexpr int kWriters = 2, kToggles = 1000, kFinalRounds = 200;
+  std::atomic<int> round{0};       // rounds opened so far
+  std::atomic<int> done_round{0};  // the latest round in which a transaction was written
   std::atomic<bool> stop{false};
-  std::atomic<int> after_final{0};
-  std::atomic<int> written{0};
-  // Writers pace themselves so that they are still writing when the toggling ends,
-  // however fast the ring is, and everything they write stays in the ring to check.
-  constexpr int kWriters = 2, kMaxTxns = 200000;
   std::vector<std::thread> th;
   for (int w = 0; w < kWriters; ++w)
     th.emplace_back([&] {
-      for (int k = 0; k < kMaxTxns && !stop.load(std::memory_order_relaxed); ++k) {
-        int ph = phase.load(std::memory_order_acquire);  // pairs with the release below
+      for (int seen = 0;;) {
+        round.wait(seen, std::memory_order_acquire);  // until the next round opens
+        const int g = round.load(std::memory_order_acquire);  // pairs with the release below
+        if (stop.load(std::memory_order_acquire)) break;
+        seen = g;
         Txn t = log.begin(TxnType::req, "rxreq");
-        t.recordf(Tag::ReqStart, "%d", ph);
+        t.recordf(Tag::ReqStart, "%d", g > kToggles ? 1 : 0);
         t.record(Tag::Debug, "d");
         t.record(Tag::ReqURL, "/");
         t.end();
-        if (ph == 1) after_final.fetch_add(1, std::memory_order_relaxed);
-        written.fetch_add(1, std::memory_order_relaxed);
-        std::this_thread::sleep_for(5us);
+        int prev = done_round.load(std::memory_order_relaxed);
+        while (prev < g && !done_round.compare_exchange_weak(prev, g, std::memory_order_release)) {
+        }
+        done_round.notify_all();
       }
     });
-  // Toggle while the writers are demonstrably writing (the machine may be loaded).
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (written.load() < 50 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
-  const int start = written.load();
-  for (int i = 0; i < 300 || (written.load() - start < 2000 && std::chrono::steady_clock::now() < deadline); ++i) {
-    log.set_tag_enabled(Tag::Debug, i % 2 == 0);
-    std::this_thread::sleep_for(50us);
+  for (int g = 1; g <= kToggles + kFinalRounds; ++g) {
+    if (g <= kToggles) log.set_tag_enabled(Tag::Debug, g % 2 == 0);
+    else if (g == kToggles + 1) log.set_tag_enabled(Tag::Debug, false);
+    round.store(g, std::memory_order_release);
+    round.notify_all();
+    for (int d = done_round.load(std::memory_order_acquire); d < g; d = done_round.load(std::memory_order_acquire))
+      done_round.wait(d, std::memory_order_acquire);
   }
-  log.set_tag_enabled(Tag::Debug, false);
-  phase.store(1, std::memory_order_release);
-  deadline = std::chrono::steady_clock::now() + 20s;
-  while (after_final.load() < 200 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-  stop = true;
+  stop.store(true, std::memory_order_release);
+  round.fetch_add(1, std::memory_order_acq_rel);
+  round.notify_all();
   for (auto& t : th) t.join();
   EXPECT_EQ(log.dropped_batches(), 0u);
 
@@ -177,7 +182,7 @@ TEST(TagMask, ChangesUnderLoadTakeEffectAndNothingTears) {
       (dbg ? with_debug : without_debug)++;
     }
   }
-  EXPECT_GE(final_txns, 200u);
+  EXPECT_GE(final_txns, std::size_t(kFinalRounds));
   EXPECT_GT(with_debug, 0u) << "the writers saw Debug enabled at some point";
   EXPECT_GT(without_debug, 0u) << "and disabled at another";
 }

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "observe.hpp"
 #include "ringlog/ring.hpp"
 #include "test_util.hpp"
 
@@ -102,21 +103,12 @@ TEST(Crash, WritersKilledAtRandomNeverCorruptOrStallTheRing) {
     live.push_back(pid);
   };
   for (unsigned i = 0; i < kLive; ++i) start_writer();
-  std::uint64_t last_written = 0;
-  auto last_progress = std::chrono::steady_clock::now();
   for (int round = 0; round < kRounds; ++round) {
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
-    std::size_t victim = rng() % live.size();
-    ::kill(live[victim], SIGKILL);
-    ::waitpid(live[victim], nullptr, 0);
-    live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
-    start_writer();
-    // Survivors keep writing: the ring's message count keeps growing.
-    // A liveness bound, not a speed check: generous enough for a loaded machine.
-    std::uint64_t w = ring.stats().msgs_written;
-    auto now = std::chrono::steady_clock::now();
-    if (w != last_written) last_progress = now;
-    if (now - last_progress > 30s) {
+    // Kill at a random moment of the writers' work: after a random number of messages
+    // more (the ring's count), not after a random time. The survivors keep writing:
+    // no progress at all within the bound is a stall (a liveness bound, not a speed check).
+    const std::uint64_t target = ring.stats().msgs_written + 1 + rng() % 2000;
+    if (!test::wait_until([&] { return ring.stats().msgs_written >= target; }, 60s)) {
       RingStats s = ring.stats();
       Header& h = ring.header();
       auto* area = reinterpret_cast<std::uint8_t*>(&h) + format::kHeaderLen;
@@ -131,19 +123,26 @@ TEST(Crash, WritersKilledAtRandomNeverCorruptOrStallTheRing) {
              << " dropped " << s.msgs_dropped << " recov " << s.lock_recoveries << " torn " << s.torn_discarded
              << " released " << s.readers_released << " slots" << slots;
     }
-    last_written = w;
+    std::size_t victim = rng() % live.size();
+    ::kill(live[victim], SIGKILL);
+    ::waitpid(live[victim], nullptr, 0);
+    live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    start_writer();
   }
+
   for (pid_t pid : live) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
   // Whatever the last victims left behind, the ring recovers and delivers a marker.
-  bool marker_seen = false;
-  for (int i = 0; i < 400 && !marker_seen; ++i) {  // bounded: ~20 s
-    ring.write(make_stress(kMarker, static_cast<std::uint64_t>(i), 100));
-    std::this_thread::sleep_for(50ms);
-    marker_seen = pinned_t.markers > 0 && passive_t.markers > 0;
-  }
+  // A marker is written until one goes in (a dead owner's lock is recovered first),
+  // then both readers must see it.
+  std::uint64_t markers = 0;
+  bool marker_in = false;
+  const bool marker_seen = test::wait_until([&] {
+    if (!marker_in) marker_in = ring.write(make_stress(kMarker, markers++, 100)) == WriteStatus::ok;
+    return pinned_t.markers > 0 && passive_t.markers > 0;
+  }, 60s);
   stop = true;
   pinned_th.join();
   passive_th.join();
@@ -186,13 +185,12 @@ TEST(Crash, PinnedReaderKilledReleasesItsPin) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   // Writers fill the ring: first blocked by the dead pin, then the periodic check
-  // (every ~50 ms) releases it. Bounded loop.
+  // (every ~50 ms) releases it: writes go in again. A bounded poll on the write status.
   int ok_after = 0;
-  for (int i = 0; i < 20000 && ok_after < 500; ++i) {
-    if (ring.write(std::string(100, 'x')) == WriteStatus::ok) ++ok_after;
-    if (i % 100 == 0) std::this_thread::sleep_for(1ms);
-  }
-  EXPECT_EQ(ok_after, 500);
+  EXPECT_TRUE(test::wait_until([&] {
+    for (int i = 0; i < 100 && ok_after < 500; ++i) ok_after += ring.write(std::string(100, 'x')) == WriteStatus::ok;
+    return ok_after >= 500;
+  }, 60s)) << ok_after;
   EXPECT_EQ(ring.stats().readers_released, 1u);
   EXPECT_EQ(ring.stats().pinned_readers, 0u);
 }

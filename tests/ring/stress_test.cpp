@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "observe.hpp"
 #include "ringlog/ring.hpp"
 #include "test_util.hpp"
 
@@ -105,8 +106,10 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
   // The writers' drops, before the end marker: its own dropped attempts (ring full
   // behind the pinned reader) count in msgs_dropped too.
   const std::uint64_t writers_dropped = ring.stats().msgs_dropped;
-  for (int i = 0; i < 5000 && ring.write(kEndOfTest) != WriteStatus::ok; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The ring may be full behind the pinned readers until they move on: retry the end
+  // marker until it goes in (a bounded poll on the write status).
+  EXPECT_TRUE(ringlog::test::wait_until([&] { return ring.write(kEndOfTest) == WriteStatus::ok; }))
+      << "the end marker never fitted";
   done.store(true, std::memory_order_release);
   for (auto& t : rthreads) t.join();
 

@@ -10,7 +10,6 @@ loops are bounded. Nothing asserts on times: timeouts are set small and only the
 effects are checked.
 """
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -22,6 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import e2e  # noqa: E402
 from e2e import (CHILDREN, Origin, Proxy, check, curl, free_port, read_response, recs, stop, tags,  # noqa: E402
                  wait_for, wait_port)
+from checks import need  # noqa: E402
+import procs  # noqa: E402
 
 # Set by main() from argv.
 PROXY = ORIGIN = READER = WORKDIR = CASE = None
@@ -329,7 +330,8 @@ def case_round_robin():
         except BlockingIOError:
             pass
         fillers.append(c)
-    time.sleep(0.2)
+    # The accept queue (backlog 0: one connection) is full once a handshake completed.
+    check(wait_for(lambda: procs.accept_queue(ls.getsockname()[1]) >= 1), "the listener's accept queue filled")
     p = Proxy([f"full=127.0.0.1:{ls.getsockname()[1]}"], args=["--connect_timeout", "0.3", "--health_interval", "60"])
     r = curl("-o", "/dev/null", "-w", "%{http_code}", p.url("/size/1"))
     check(r.stdout == b"503", f"connect timeout: 503 ({r.stdout})")
@@ -464,7 +466,9 @@ def case_shutdown():
     th.start()
     wait_for(lambda: p.stats()["MAIN.backend_req"] >= 1, 10)
     p.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    # The listeners close once the proxy has taken the signal (no listening socket left
+    # on the port); then a connection must be refused.
+    check(wait_for(lambda: not procs.listening(p.port)), "the listeners closed after SIGTERM")
     refused = False
     try:
         socket.create_connection(("127.0.0.1", p.port), timeout=1).close()
@@ -483,12 +487,10 @@ def case_shutdown():
 
 def case_load():
     """A short bounded wrk load: no errors, and the counters agree with wrk."""
-    if not shutil.which("wrk"):
-        print("wrk missing: skipped")
-        return
+    wrk = need("wrk")
     o = Origin()
     p = Proxy([f"127.0.0.1:{o.port}"])
-    r = subprocess.run(["wrk", "-t", "2", "-c", "16", "-d", "2s", "--latency", p.url("/size/1024")],
+    r = subprocess.run([wrk, "-t", "2", "-c", "16", "-d", "2s", "--latency", p.url("/size/1024")],
                        capture_output=True, text=True, timeout=60)
     print(r.stdout)
     n = 0

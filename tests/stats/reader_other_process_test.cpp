@@ -10,6 +10,7 @@
 
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_groups.hpp"
+#include "observe.hpp"
 #include "stats_test_util.hpp"
 
 namespace rs = ringlog::stats;
@@ -22,20 +23,21 @@ int child_reader(const std::string& path, std::uint64_t want, int ready_fd) {
     auto r = rs::StatsReader::open(path);
     char c = 'r';
     if (::write(ready_fd, &c, 1) != 1) return 2;
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    // Snapshots until the writer's final count shows (a read-only reader cannot be
+    // woken: a bounded poll on the counters), checking every snapshot on the way.
     std::uint64_t last = 0;
-    while (std::chrono::steady_clock::now() < until) {
+    int verdict = 5;  // never reached the final count
+    ringlog::test::wait_until([&] {
       rs::Snapshot s = r.snapshot();
       const rs::CounterValue* v = s.find("MAIN.client_req");
-      if (v) {
-        if (v->raw < last) return 3;  // a counter went backwards
-        last = v->raw;
-        if (v->raw == want && s.writer_alive && s.writer_pid == ::getppid()) return 0;
-        if (v->raw > want) return 4;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return 5;
+      if (!v) return false;
+      if (v->raw < last) return verdict = 3, true;  // a counter went backwards
+      last = v->raw;
+      if (v->raw > want) return verdict = 4, true;
+      if (v->raw == want && s.writer_alive && s.writer_pid == ::getppid()) return verdict = 0, true;
+      return false;
+    }, std::chrono::seconds(20));
+    return verdict;
   } catch (...) {
     return 6;
   }

@@ -102,14 +102,15 @@ int main(int argc, char** argv) {
           main_g.add(rs::main::s_resp_bodybytes, 512 + i % 1024);
           (t % 2 ? web2 : web1).add(rs::vbe::req);
           if (i % 64 == 0) ring.write(std::string_view("demo message"));
-          if (++i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // light on CPU
+          // A live load that leaves the CPU to the reader under test: pacing, not a synchronisation.
+          if (++i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       });
   }
   int n = 0;
   rs::Group extra;
   while (!done()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the churn's clock (a group every second)
     if (churn && ++n % 10 == 0) {
       if (extra) extra.remove();
       else extra = stats.add_group(rs::vbe::kKind, "churn" + std::to_string(n / 10), rs::vbe::kDefs);

@@ -20,6 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import checks  # noqa: E402
 import procs  # noqa: E402
+import ringfile  # noqa: E402
 from checks import FAILURES as failures, check  # noqa: E402
 from procs import wait_for  # noqa: E402
 
@@ -48,6 +49,46 @@ def golden(name, text):
 
 def start(args):
     return subprocess.Popen([RINGLOG] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+
+
+class Tail:
+    """A running `ringlog` whose stdout and stderr go to files, so that a case can wait
+    on what it has printed so far (the tool flushes whenever it runs out of input)."""
+    count = 0
+
+    def __init__(self, args):
+        Tail.count += 1
+        self.out_path = os.path.join(WORK, f"tail{Tail.count}.out")
+        self.err_path = os.path.join(WORK, f"tail{Tail.count}.err")
+        with open(self.out_path, "wb") as fo, open(self.err_path, "wb") as fe:
+            self.p = subprocess.Popen([RINGLOG] + args, stdout=fo, stderr=fe, env=ENV)
+
+    def out(self):
+        with open(self.out_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def err(self):
+        with open(self.err_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def lives(self):
+        return self.out().count("/live/")
+
+    def stop(self):
+        rc = procs.stop(self.p, timeout=10)
+        return rc, self.out(), self.err()
+
+
+def wait_attached(p, path, what):
+    """Until the tool p has mapped the ring at path and sleeps waiting for data (its
+    start position is taken: what is written next is new to it)."""
+    return check(wait_for(lambda: procs.attached(p, path), 20), f"{what}: the tool attached to {path}")
+
+
+def suspend(p):
+    """SIGSTOP, and wait until the kernel has stopped it."""
+    p.send_signal(signal.SIGSTOP)
+    check(wait_for(lambda: procs.stopped(p.pid), 20), "SIGSTOP stopped the tool")
 
 
 def stop(p, sig=signal.SIGTERM, timeout=10):
@@ -194,7 +235,7 @@ def case_options():
     rc, out, _ = run(["-n", "inc", "-d"])
     check("/never-ends" in out and "VSL            incomplete: end of input" in out, f"flush at end: {out!r}")
     p = start(["-n", "inc", "-T", "0.5", "-k", "1"])
-    time.sleep(0.5)
+    wait_attached(p, inc, "-T")
     writer("incomplete", inc)
     try:
         out, err = p.communicate(timeout=15)
@@ -203,7 +244,7 @@ def case_options():
         out, err = p.communicate()
     check(p.returncode == 0 and b"VSL            timeout" in out, f"-T: {out!r}")
     p = start(["-n", "inc", "-L", "1", "-k", "1"])
-    time.sleep(0.5)
+    wait_attached(p, inc, "-L")
     writer("incomplete", inc)
     writer("incomplete", inc)
     try:
@@ -216,14 +257,15 @@ def case_options():
     rc, out, err = run(["-n", "absent"])
     check(rc == 1 and os.path.join(ENV["RINGLOG_DIR"], "absent", "ring") in err and "-n" in err and "-t" in err,
           f"missing ring: rc {rc} {err!r}")
+    # A test of the -t timeout itself: a lower bound on how long it waited, never an upper one.
     t0 = time.time()
     rc, out, err = run(["-n", "absent", "-t", "0.6"])
     check(rc == 1 and time.time() - t0 >= 0.5, "-t 0.6 waits before failing")
     # -t SECONDS: a ring that appears within the wait is attached to.
     soon = os.path.join(ENV["RINGLOG_DIR"], "soon")
     p = start(["-n", "soon", "-t", "20", "-d"])
-    time.sleep(0.5)
-    check(p.poll() is None, "-t 20 is still waiting for the ring")
+    # Asleep in its retry loop, not gone: it waits rather than failing at once.
+    check(wait_for(lambda: procs.idle(p)), "-t 20 is still waiting for the ring")
     os.makedirs(soon + ".tmp")
     writer("create", os.path.join(soon + ".tmp", "ring"), 1 << 20)
     writer("known", os.path.join(soon + ".tmp", "ring"))
@@ -237,10 +279,10 @@ def case_options():
     shutil.rmtree(soon, ignore_errors=True)
     late = os.path.join(ENV["RINGLOG_DIR"], "late")
     p = start(["-n", "late", "-t", "off", "-g", "raw", "-i", "ReqURL", "-k", "1"])
-    time.sleep(0.7)
+    check(wait_for(lambda: procs.idle(p)), "-t off waits for the missing ring")
     writer("create", ring_path("late"), 1 << 20)
-    time.sleep(0.7)
-    writer("live", ring_path("late"), 3, 50)
+    wait_attached(p, ring_path("late"), "-t off")
+    writer("live", ring_path("late"), 3)
     try:
         out, err = p.communicate(timeout=15)
     except subprocess.TimeoutExpired:
@@ -349,14 +391,15 @@ def case_files():
     writer("create", live, 1 << 20)
     fw = os.path.join(WORK, "rot.rlog")
     p = start(["-n", "rot", "-g", "raw", "-w", fw])
-    time.sleep(0.5)
-    writer("live", live, 3, 10)
+    wait_attached(p, live, "-w")
+    writer("live", live, 3)
     check(wait_for(lambda: os.path.exists(fw) and os.path.getsize(fw) > 100), "-w writes while tailing")
     os.rename(fw, fw + ".1")
     p.send_signal(signal.SIGHUP)
     check(wait_for(lambda: os.path.exists(fw)), "SIGHUP reopened the file")
-    writer("live", live, 2, 10)
-    time.sleep(0.5)
+    writer("live", live, 2)
+    check(wait_for(lambda: run(["-r", fw, "-g", "raw", "-i", "ReqURL"])[1].count("/live/") == 2),
+          "-w: records after SIGHUP go to the new file")
     rc, _, err = stop(p)
     check(rc == 0, f"SIGTERM: rc {rc} {err}")
     rc, old, _ = run(["-r", fw + ".1", "-g", "raw", "-i", "ReqURL"])
@@ -365,13 +408,13 @@ def case_files():
     # The same for a text file (-w -A).
     ft = os.path.join(WORK, "rot.txt")
     p = start(["-n", "rot", "-g", "raw", "-i", "ReqURL", "-w", ft, "-A"])
-    time.sleep(0.5)
-    writer("live", live, 3, 10)
+    wait_attached(p, live, "-w -A")
+    writer("live", live, 3)
     check(wait_for(lambda: os.path.exists(ft) and open(ft).read().count("/live/") == 3), "-w -A writes while tailing")
     os.rename(ft, ft + ".1")
     p.send_signal(signal.SIGHUP)
     check(wait_for(lambda: os.path.exists(ft)), "SIGHUP reopened the text file")
-    writer("live", live, 2, 10)
+    writer("live", live, 2)
     check(wait_for(lambda: open(ft).read().count("/live/") == 2), "-w -A: lines after SIGHUP go to the new file")
     rc, _, err = stop(p)
     check(rc == 0 and open(ft + ".1").read().count("/live/") == 3, f"-w -A rotation: rc {rc} {err}")
@@ -383,77 +426,70 @@ def case_live():
     n = known_instance("tail")
     path = ring_path("tail")
     # Tail from now: what was there before is not shown.
-    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
-    time.sleep(0.5)
-    writer("live", path, 3, 0)
-    time.sleep(0.8)
-    rc, out, err = stop(p)
+    t = Tail(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    wait_attached(t.p, path, "tail from now")
+    writer("live", path, 3)
+    check(wait_for(lambda: t.lives() == 3), "tail from now: the three new requests")
+    rc, out, err = t.stop()
     check(rc == 0 and "/index.html" not in out and out.count("/live/") == 3, f"tail from now: {out!r} {err!r}")
     # Reattach when the writer recreates the ring.
-    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
-    time.sleep(0.5)
-    writer("live", path, 1, 0)
-    time.sleep(0.3)
+    t = Tail(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    wait_attached(t.p, path, "reattach")
+    writer("live", path, 1)
+    check(wait_for(lambda: t.lives() == 1), "reattach: the request in the first ring")
     writer("create", path, 1 << 20)
-    writer("live", path, 2, 0)
-    time.sleep(1.5)
-    rc, out, err = stop(p)
+    writer("live", path, 2)
+    wait_for(lambda: "reattached" in t.err() and t.lives() == 3, 20)
+    rc, out, err = t.stop()
     check("recreated" in err and "reattached" in err, f"reattach notice: {err!r}")
     check(out.count("/live/") == 3, f"reattach: records of both rings: {out!r}")
     # Removed, then created again: waits, then reattaches.
-    p = start(["-n", n, "-g", "raw", "-i", "ReqURL"])
-    time.sleep(0.5)
+    t = Tail(["-n", n, "-g", "raw", "-i", "ReqURL"])
+    wait_attached(t.p, path, "removed ring")
     os.unlink(path)
-    time.sleep(0.8)
+    check(wait_for(lambda: "waiting" in t.err(), 20), "removed ring: the tool says it waits")
     writer("create", path, 1 << 20)
-    writer("live", path, 2, 0)
-    time.sleep(1.5)
-    rc, out, err = stop(p)
+    writer("live", path, 2)
+    wait_for(lambda: "reattached" in t.err() and t.lives() == 2, 20)
+    rc, out, err = t.stop()
     check("waiting" in err and "reattached" in err and out.count("/live/") == 2, f"removed ring: {out!r} {err!r}")
     # Overrun: a stopped passive reader falls behind a small ring.
     small = ring_path("small")
     writer("create", small, 64 << 10)
-    p = start(["-n", "small", "-g", "raw", "-i", "ReqURL"])
-    time.sleep(0.5)
-    writer("live", small, 5, 0)
-    time.sleep(0.5)
-    p.send_signal(signal.SIGSTOP)
-    writer("live", small, 5000, 0)
-    p.send_signal(signal.SIGCONT)
-    time.sleep(1.0)
-    rc, out, err = stop(p)
+    t = Tail(["-n", "small", "-g", "raw", "-i", "ReqURL"])
+    wait_attached(t.p, small, "overrun")
+    writer("live", small, 5)
+    check(wait_for(lambda: t.lives() == 5), "overrun: the requests before the stall")
+    suspend(t.p)
+    writer("live", small, 5000)
+    t.p.send_signal(signal.SIGCONT)
+    wait_for(lambda: " bytes lost" in t.err(), 20)
+    rc, out, err = t.stop()
     check(rc == 0 and "Log overrun: " in err and " bytes lost" in err, f"overrun: {err!r}")
     check(out.count("/live/") >= 5, "records before and after the overrun are shown")
     # --pinned: the same stall loses nothing; the writer drops what does not fit instead,
     # so the reader sees an unbroken run of the first requests and no overrun.
     pin = ring_path("pin")
     writer("create", pin, 64 << 10)
-    pin_out = os.path.join(WORK, "pin.out")
-    with open(pin_out, "wb") as fo:
-        p = subprocess.Popen([RINGLOG, "-n", "pin", "--pinned", "-g", "raw", "-i", "ReqURL"], stdout=fo,
-                             stderr=subprocess.PIPE, env=ENV)
-    # Attached (tailing from now) once a request written after the start shows up.
-    for _ in range(50):
-        writer("live", pin, 1, 0)
-        if wait_for(lambda: os.path.getsize(pin_out) > 0, 0.3):
-            break
-    time.sleep(0.3)
-    warm = len(open(pin_out).read().splitlines())
-    p.send_signal(signal.SIGSTOP)
-    writer("live", pin, 5000, 0)
-    p.send_signal(signal.SIGCONT)
-    time.sleep(1.0)
-    p.send_signal(signal.SIGTERM)
-    try:
-        _, err = p.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _, err = p.communicate()
-    err = err.decode("utf-8", "replace")
-    urls = [l.split()[-1] for l in open(pin_out).read().splitlines()]
+    t = Tail(["-n", "pin", "--pinned", "-g", "raw", "-i", "ReqURL"])
+    # Attached once its slot is in the ring's reader table and it sleeps on the futex.
+    check(wait_for(lambda: ringfile.reader(pin, t.p.pid) is not None and procs.attached(t.p, pin), 20),
+          "--pinned: the reader slot is claimed")
+    writer("live", pin, 1)
+    check(wait_for(lambda: t.lives() == 1), "--pinned: the warm-up request")
+    warm = t.lives()
+    suspend(t.p)
+    writer("live", pin, 5000)
+    t.p.send_signal(signal.SIGCONT)
+    # Done when its slot holds the newest position and it sleeps again (it flushes its
+    # output before it waits).
+    check(wait_for(lambda: ringfile.caught_up(pin, t.p.pid) and procs.sleeping(t.p.pid), 30),
+          "--pinned: the reader caught up with the tail")
+    rc, out, err = t.stop()
+    urls = [l.split()[-1] for l in out.splitlines()]
     run_len = len(urls) - warm
     want = ["/live/0"] * warm + [f"/live/{i}" for i in range(run_len)]
-    check(p.returncode == 0 and warm >= 1 and "overrun" not in err, f"--pinned: no overrun: rc {p.returncode} {err!r}")
+    check(rc == 0 and warm >= 1 and "overrun" not in err, f"--pinned: no overrun: rc {rc} {err!r}")
     check(run_len > 100 and urls == want, f"--pinned: every record up to the ring's size, in order ({warm}+{run_len})")
 
 

@@ -69,8 +69,9 @@ try:
     check(first.startswith("list length ") and first.rstrip().endswith(ring), "header: list length and the ring", s)
     # Counts settle in proportion to the mix: "/" and "/index.html" are 2/6 of the
     # requests each, "/img.png" and "/api/items" 1/6 each; 200 is 4/6 of the statuses.
-    time.sleep(4)
-    s = wait_for("live", lambda s: len(rows(s)) >= 7, "all pairs listed")
+    # Settled once even the rarest URL has been counted a good number of times.
+    s = wait_for("live", lambda s: len(rows(s)) >= 7 and
+                 {(t, k): c for c, t, k in rows(s)}.get(("ReqURL", "/img.png"), 0) >= 20, "all pairs listed", 30)
     rs = rows(s)
     counts = [c for c, _, _ in rs]
     check(counts == sorted(counts, reverse=True), "rows sorted by count", s)
@@ -114,6 +115,8 @@ try:
     want = {("ReqHeader", "User-Agent"): 6.0, ("ReqHeader", "Host"): 5.0, ("ReqHeader", "Referer"): 3.0}
     got = {(t, k): c for c, t, k in rows(s)}
     check(all(got.get(k) == v for k, v in want.items()), f"-f first fields, plain counts at EOF: {got}", s)
+    # A test over time itself: at EOF the counts must not decay, and only time shows
+    # that they do not (two and a half -p periods of the default 1 s would have).
     time.sleep(2.5)
     s2 = capture("eof")
     check(rows(s2) == rows(s), "counts stay frozen after the end of the input", s2)

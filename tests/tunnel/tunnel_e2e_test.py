@@ -17,13 +17,14 @@ import random
 import socket
 import socketserver
 import sys
+import select
 import threading
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import e2e  # noqa: E402
 from e2e import (LocalHTTPServer, LocalTCPServer, check, free_port, read_head, recs, recv_until,  # noqa: E402
-                 rst_close, wait_for)
+                 rst_close, send_then_reset, unread, wait_for)
+import procs  # noqa: E402
 
 # Set by main() from argv.
 PROXY = READER = WORKDIR = CASE = None
@@ -44,7 +45,9 @@ def recv_exact(s, n):
     return bytes(out)
 
 
-def recv_all(s, pause=0.0, chunk=1 << 16):
+def recv_all(s, between=None, chunk=1 << 16):
+    """Reads until EOF or a reset; between(), if given, runs after each chunk (a slow
+    reader waits there)."""
     out = bytearray()
     while True:
         try:
@@ -54,8 +57,8 @@ def recv_all(s, pause=0.0, chunk=1 << 16):
         if not b:
             return bytes(out), "eof"
         out += b
-        if pause:
-            time.sleep(pause)
+        if between:
+            between()
 
 
 # ---- peers ---------------------------------------------------------------------------
@@ -92,9 +95,7 @@ class RawHandler(socketserver.BaseRequestHandler):
             elif words[0] == "source":
                 s.sendall(payload(int(words[1]), 7))
             elif words[0] == "reset":
-                s.sendall(payload(int(words[1]), 7))
-                time.sleep(0.05)
-                rst_close(s)
+                send_then_reset(s, payload(int(words[1]), 7))
         except OSError:
             pass
 
@@ -117,9 +118,7 @@ class OriginHandler(http.server.BaseHTTPRequestHandler):
             s = self.connection
             try:
                 if up == "reset":
-                    s.sendall(payload(100000, 9))
-                    time.sleep(0.05)
-                    rst_close(s)
+                    send_then_reset(s, payload(100000, 9))
                     self.close_connection = True
                     return
                 echo(s)
@@ -238,10 +237,14 @@ def case_connect_curl():
         got, how = exchange(s, data, len(data), first=b"echo\n")
         s.close()
         check(got == data, f"raw echo through CONNECT: {len(got)} of {len(data)} bytes, {how}")
-        # Slow reader: 8 MB from the target, read 64 KiB at a time with pauses.
+        # Slow reader: 8 MB from the target, 64 KiB at a time; after each read it waits
+        # until the proxy has refilled its socket and gone back to sleep (every thread
+        # asleep), so that the tunnel stops and resumes over and over.
         s, status, _ = connect(p.port, f"127.0.0.1:{raw.port}")
         s.sendall(b"source %d\n" % (8 * MB))
-        got, how = recv_all(s, pause=0.002)
+        def refilled():  # readable: data with the proxy asleep again, or the end
+            return select.select([s], [], [], 0)[0] and (unread(s) == 0 or procs.sleeping(p.proc.pid))
+        got, how = recv_all(s, between=lambda: wait_for(refilled, 10))
         s.close()
         check(got == payload(8 * MB, 7), f"slow reader: {len(got)} bytes, {how}")
         check(p.idle(), "tunnels still open")

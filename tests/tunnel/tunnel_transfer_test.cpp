@@ -2,6 +2,8 @@
 // directions at once, half-close of each direction, initial bytes first, a slow reader
 // holding the writer back, and the copy fallback (pool exhausted, splice refused) still
 // byte-exact. Each case runs spliced and copied.
+#include <sys/ioctl.h>
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -9,12 +11,19 @@
 
 #include "ringlog/log.hpp"
 #include "ringlog/stats_groups.hpp"
+#include "observe.hpp"
 #include "records_test_util.hpp"
 #include "test_util.hpp"
 #include "tunnel_harness.hpp"
 
 namespace ringproxy::tunnel::test {
 namespace {
+
+// The loop thread sleeps in epoll_wait: it has done all it can for now.
+bool loop_sleeps(const EpollLoop& loop) {
+  const pid_t t = loop.tid();
+  return t && (ringlog::test::sleeping_in(t, SYS_epoll_wait) || ringlog::test::sleeping_in(t, SYS_epoll_pwait));
+}
 
 using namespace std::chrono_literals;
 
@@ -168,19 +177,27 @@ TEST_P(TunnelTransfer, SlowReaderBackpressure) {
   std::string down = pattern(total, 3);
   set_nonblock(w.backend_peer, true);
   std::size_t accepted = 0;
-  auto until = std::chrono::steady_clock::now() + 2s;
-  int idle_rounds = 0;
-  // Write without blocking until the path stays full for a while.
-  while (accepted < total && std::chrono::steady_clock::now() < until && idle_rounds < 20) {
-    ssize_t n = ::send(w.backend_peer, down.data() + accepted, total - accepted, MSG_NOSIGNAL);
-    if (n > 0) {
+  // Write without blocking until the path is full: the backend's sends fail (EAGAIN)
+  // while the loop thread sleeps in epoll_wait with bytes unread on the tunnel's
+  // backend socket, i.e. the tunnel stopped reading, held back by the client. Seen
+  // twice in a row with nothing moving in between, so that it is not the instant
+  // before the loop wakes up.
+  int last_unread = -1;
+  std::size_t last_accepted = 0;
+  const bool full = ringlog::test::wait_until([&] {
+    for (;;) {
+      ssize_t n = ::send(w.backend_peer, down.data() + accepted, total - accepted, MSG_NOSIGNAL);
+      if (n <= 0) break;
       accepted += std::size_t(n);
-      idle_rounds = 0;
-    } else {
-      ++idle_rounds;
-      std::this_thread::sleep_for(5ms);
     }
-  }
+    int unread = 0;
+    const bool held = ::ioctl(w.backend_fd, FIONREAD, &unread) == 0 && unread > 0 && loop_sleeps(loop);
+    const bool again = held && unread == last_unread && accepted == last_accepted;
+    last_unread = held ? unread : -1;
+    last_accepted = accepted;
+    return accepted == total || again;
+  });
+  EXPECT_TRUE(full) << "the path never filled";
   EXPECT_LT(accepted, 3u << 20) << "the tunnel took bytes its reader never asked for";
   EXPECT_GT(accepted, 0u);
   set_nonblock(w.backend_peer, false);
@@ -190,7 +207,16 @@ TEST_P(TunnelTransfer, SlowReaderBackpressure) {
     return ok;
   });
   ::shutdown(w.client_peer, SHUT_WR);
-  std::string got = read_all(w.client_peer, nullptr, 64 * 1024, 300us);
+  // A slow reader: after each 64 KiB it waits until the tunnel has refilled its socket
+  // and gone back to sleep (or has finished), so that the tunnel stops and resumes
+  // over and over.
+  std::string got = read_all(w.client_peer, nullptr, 64 * 1024, [&] {
+    ringlog::test::wait_until([&] {
+      int unread = 0;
+      ::ioctl(w.client_peer, FIONREAD, &unread);
+      return loop.wait(id, nullptr, 0ms) || (unread > 0 && loop_sleeps(loop));
+    });
+  });
   EXPECT_TRUE(bw.get());
   EXPECT_EQ(got.size(), total);
   EXPECT_TRUE(got == down);
