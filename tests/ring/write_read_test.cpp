@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "observe.hpp"
 #include "ringlog/ring.hpp"
 #include "test_util.hpp"
 
@@ -215,31 +217,55 @@ TEST(Limits, ConfiguredMaximumTruncatesExplicitly) {
 }
 
 TEST(Readers, PinnedReaderWaitsOnTheFutex) {
+  // Seen from /proc, not inferred from a time: the reader thread sleeps (state S) in
+  // futex(2) on the ring's futex word, counted in the header's waiters, until a write
+  // bumps the word and wakes it.
   ScratchPath p;
   Ring r = Ring::create(p, {.area_size = 8192});
   Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned});
-  std::thread w([&] {
-    std::this_thread::sleep_for(50ms);
-    r.write("wake");
+  std::atomic<pid_t> tid{0};
+  std::string got;
+  std::thread reader([&] {
+    tid = test::this_tid();
+    std::vector<std::byte> buf;
+    while (rd.next(buf).status == ReadStatus::empty) rd.wait(60s);
+    got = as_string(buf);
   });
-  std::vector<std::byte> buf;
-  auto t0 = std::chrono::steady_clock::now();
-  ReadResult res;
-  while ((res = rd.next(buf)).status == ReadStatus::empty) {
-    rd.wait(5000ms);
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, 30s);
-  }
-  EXPECT_EQ(as_string(buf), "wake");
-  w.join();
+  const auto word = reinterpret_cast<std::uintptr_t>(&rd.header().futex);
+  const bool asleep = test::wait_until([&] {
+    test::BlockedCall c;
+    const pid_t t = tid.load();
+    return t && rd.header().waiters.load() == 1 && test::thread_state(t) == 'S' && test::blocked_call(t, &c) &&
+           c.nr == SYS_futex && c.arg0 == word;
+  });
+  const std::uint32_t seq = rd.header().futex.load();
+  r.write("wake");
+  reader.join();
+  EXPECT_TRUE(asleep) << "the reader never slept in futex(2) on the ring's futex word";
+  EXPECT_EQ(got, "wake");
+  EXPECT_NE(rd.header().futex.load(), seq) << "the write did not bump the futex word";
+  EXPECT_EQ(rd.header().waiters.load(), 0u);
 }
 
 TEST(Readers, PassiveReaderPollsUntilTimeout) {
+  // Nothing to read: the wait lasts its timeout (a lower bound only) and sleeps more
+  // than once on the way (it polls: a passive reader may not ask to be woken). Data
+  // there: it returns without blocking at all (no voluntary context switch).
   ScratchPath p;
   Ring r = Ring::create(p, {.area_size = 8192});
   Reader rd = Reader::open(p);
-  rd.wait(20ms);  // returns after the timeout with nothing
+  const long before = test::voluntary_switches();
+  const auto t0 = std::chrono::steady_clock::now();
+  rd.wait(300ms);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  const long sleeps = test::voluntary_switches() - before;
+  EXPECT_GE(waited, 300ms) << "returned before its timeout with nothing to read";
+  EXPECT_GE(sleeps, 2) << "a passive reader polls: more than one sleep";
+  EXPECT_EQ(rd.header().waiters.load(), 0u) << "a passive reader never counts itself as a futex waiter";
   r.write("x");
-  rd.wait(5000ms);  // returns at once
+  const long before_data = test::voluntary_switches();
+  rd.wait(std::chrono::hours(1));  // had it blocked, ctest's timeout would fail the test
+  EXPECT_EQ(test::voluntary_switches() - before_data, 0) << "it blocked although data was there";
   EXPECT_EQ(drain(rd), std::vector<std::string>{"x"});
   EXPECT_EQ(rd.behind(), 0u);
 }
