@@ -32,22 +32,24 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
 
 inline pid_t this_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-// The scheduler state letter of thread tid of this process (R, S, D, T...), '?' if gone.
+// A thread id is also a /proc entry of its own, so these work for a thread of this
+// process and for another process (its main thread: the pid) alike.
+// The scheduler state letter of thread tid (R, S, D, T...), '?' if gone.
 inline char thread_state(pid_t tid) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::ifstream f("/proc/" + std::to_string(tid) + "/stat");
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto p = s.rfind(')');
   return p == std::string::npos || p + 2 >= s.size() ? '?' : s[p + 2];
 }
 
 // The system call thread tid is blocked in and its first argument, from
-// /proc/self/task/TID/syscall; false while it runs in user space (or is gone).
+// /proc/TID/syscall; false while it runs in user space (or is gone).
 struct BlockedCall {
   long nr = -1;
   unsigned long arg0 = 0;
 };
 inline bool blocked_call(pid_t tid, BlockedCall* out) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::ifstream f("/proc/" + std::to_string(tid) + "/syscall");
   std::string first, arg0;
   if (!(f >> first) || first == "running" || first == "-1") return false;
   f >> arg0;

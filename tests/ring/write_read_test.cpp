@@ -385,7 +385,10 @@ TEST(Recovery, TailLockOfAnUnrecordedDeadOwnerIsRecoveredAfterALongerWait) {
   std::uint64_t t = h.tail.load();
   h.owner.store(0);
   h.tail.store(t | kTailLock);
+  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(r.write("two"), WriteStatus::ok);
+  // The longer wait itself: a lower bound only (about a second, never an upper bound).
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms) << "recovered without the longer wait";
   EXPECT_EQ(r.stats().lock_recoveries, 1u);
   Reader rd = Reader::open(p, {.start = StartAt::oldest});
   EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
