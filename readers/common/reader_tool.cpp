@@ -521,6 +521,10 @@ int ReaderLoop::run_ring() {
     }
   };
   const StartAt first_start = opts_.from_oldest ? StartAt::oldest : StartAt::tail;
+  struct Unset {  // reader() is null again once run_ring returns, whichever way
+    const Reader*& r;
+    ~Unset() { r = nullptr; }
+  } unset{reader_};
   std::optional<Reader> rd = open_ring(first_start);
   if (!rd) {
     auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(
@@ -534,6 +538,7 @@ int ReaderLoop::run_ring() {
     }
   }
   std::uint64_t instance_id = rd->header().instance_id;
+  reader_ = &*rd;
 
   GroupOptions go{opts_.mode, milliseconds(std::int64_t(opts_.txn_timeout * 1000)), opts_.max_pending};
   Grouper grouper(go, [this](const Group& g) { deliver(g); });
@@ -598,6 +603,7 @@ int ReaderLoop::run_ring() {
         if (on_idle_) on_idle_();
         std::fprintf(stderr, "%s: the ring at %s was recreated or removed; reattaching\n", tool_.c_str(),
                      ring_path_.c_str());
+        reader_ = nullptr;
         std::optional<Reader> nr;
         bool said_waiting = false;
         for (;;) {
@@ -613,6 +619,7 @@ int ReaderLoop::run_ring() {
           if (on_tick_) on_tick_();
         }
         rd = std::move(nr);
+        reader_ = &*rd;
         instance_id = rd->header().instance_id;
         ++stats_.reattaches;
         std::fprintf(stderr, "%s: reattached to %s (instance id %" PRIx64 ")\n", tool_.c_str(), ring_path_.c_str(),

@@ -25,6 +25,7 @@
 #include "ringlog/group.hpp"
 #include "ringlog/query.hpp"
 #include "ringlog/record.hpp"
+#include "ringlog/ring.hpp"
 
 namespace CLI {
 class App;
@@ -192,6 +193,10 @@ class ReaderLoop {
   const RecordFilter& filter() const noexcept { return filter_; }
   // The ring path being read ("" with -r).
   const std::string& ring_path() const noexcept { return ring_path_; }
+  // The reader of the ring while run() reads one (from the callbacks: its position,
+  // pinned slot, the tail); nullptr before the ring is open, while it is reopened after
+  // a recreation, with -r, and once run() has returned.
+  const Reader* reader() const noexcept { return reader_; }
 
  private:
   struct Impl;
@@ -213,6 +218,7 @@ class ReaderLoop {
   std::function<void()> on_idle_, on_tick_;
   bool stop_ = false;
   bool flush_on_stop_ = false;
+  const Reader* reader_ = nullptr;
 };
 
 // -g raw with -q, -k or -R. varnishlog and varnishtop treat every record as a

@@ -71,56 +71,17 @@ std::string hostname_or_dash() {
   return buf;
 }
 
-// Where this process's pinned reader stands in the ring (found by pid in the ring's
-// reader table, through a mapping of its own), for the stall policy and the drain at
-// SIGTERM.
-class RingView {
- public:
-  struct Position {
-    std::uint64_t instance_id = 0;
-    std::uint64_t pos = 0;   // our pin (the tail when we hold none)
-    std::uint64_t tail = 0;  // where the next message will be written
-    std::uint64_t area = 0;
-    // Bytes between our pin and the tail: written, not yet read by us.
-    std::uint64_t unread() const noexcept { return tail > pos + 1 ? tail - (pos + 1) : 0; }
-  };
-
-  std::optional<Position> position(const std::string& ring_path) {
-    try {
-      if (!reader_ || path_ != ring_path || reader_->stale()) {
-        reader_.reset();
-        path_ = ring_path;
-        if (ring_path.empty()) return std::nullopt;
-        reader_.emplace(ringlog::Reader::open(ring_path));
-      }
-      const ringlog::format::Header& h = reader_->header();
-      Position p;
-      p.instance_id = h.instance_id;
-      p.tail = h.tail.load(std::memory_order_acquire) & ringlog::format::kPosMask;
-      p.pos = p.tail;
-      const auto me = static_cast<std::uint32_t>(::getpid());
-      for (const auto& slot : h.readers)
-        if (slot.pid.load(std::memory_order_acquire) == me && slot.mode == std::uint32_t(ringlog::format::ReaderMode::pinned))
-          p.pos = std::min(p.pos, slot.pos.load(std::memory_order_acquire));
-      p.area = reader_->stats().area_size;
-      return p;
-    } catch (const ringlog::Error&) {
-      reader_.reset();
-      return std::nullopt;
-    }
-  }
-
-  // The ring's fill behind our pin, over the area. Writers need room that only our pin
-  // can free once this nears 1.
-  double fill(const std::string& ring_path) {
-    auto p = position(ring_path);
-    return p && p->area ? static_cast<double>(p->tail - p->pos) / static_cast<double>(p->area) : 0;
-  }
-
- private:
-  std::optional<ringlog::Reader> reader_;
-  std::string path_;
-};
+// Where this process's pinned reader (the loop's) stands in the ring, for the stall
+// policy and the drain at SIGTERM; nullopt while no ring is open.
+std::optional<ringlog::ReaderProgress> pin_progress(const tool::ReaderLoop& loop) {
+  const ringlog::Reader* r = loop.reader();
+  if (!r) return std::nullopt;
+  return r->progress();
+}
+double pin_fill(const tool::ReaderLoop& loop) {
+  auto p = pin_progress(loop);
+  return p ? p->fill() : 0;
+}
 
 // SIGTERM/SIGINT: the first one asks for a drain (read what the ring holds up to
 // that moment, deliver it, then exit, all within --flush-timeout); a second one, or
@@ -354,7 +315,6 @@ int main(int argc, char** argv) {
     install_term_handlers();
     fw::Forwarder fwd(fo, endpoints, say, stats ? &*stats : nullptr);
     tool::ReaderLoop loop(ro, kTool);
-    RingView gauge;
     bool stalled = false;
     const auto flush_for = std::chrono::milliseconds(static_cast<long long>(flush_timeout * 1000));
 
@@ -362,13 +322,13 @@ int main(int argc, char** argv) {
     // is read (our pin kept it for us), then delivered; --flush-timeout bounds both.
     bool draining = false;
     fw::Clock::time_point drain_deadline{};
-    std::optional<RingView::Position> drain_target;  // the ring's tail at the signal
+    std::optional<ringlog::ReaderProgress> drain_target;  // the ring's tail at the signal
     std::uint64_t left_unread = 0;                    // bytes of it not read at the stop
     bool unread_noted = false;
     auto note_unread = [&] {
       if (unread_noted) return;
       unread_noted = true;
-      auto p = gauge.position(loop.ring_path());
+      auto p = pin_progress(loop);
       if (p && drain_target && p->instance_id == drain_target->instance_id && p->pos + 1 < drain_target->tail)
         left_unread = drain_target->tail - (p->pos + 1);
     };
@@ -382,7 +342,7 @@ int main(int argc, char** argv) {
       if (!draining) {
         draining = true;
         drain_deadline = now + flush_for;
-        drain_target = gauge.position(loop.ring_path());
+        drain_target = pin_progress(loop);
         say(std::string(g_term_signo == SIGINT ? "SIGINT" : "SIGTERM") + ": reading the " +
             std::to_string(drain_target ? drain_target->unread() : 0) +
             " bytes left in the ring and delivering everything read, for up to --flush-timeout (" +
@@ -393,7 +353,7 @@ int main(int argc, char** argv) {
         tool::request_stop();
         return;
       }
-      auto p = gauge.position(loop.ring_path());
+      auto p = pin_progress(loop);
       // The ring was removed or recreated: the old one was read to its end.
       if (!p || !drain_target || p->instance_id != drain_target->instance_id) {
         tool::request_stop();
@@ -439,7 +399,7 @@ int main(int argc, char** argv) {
     auto check_stall_over = [&] {
       say_drops(false);
       if (!stalled || fwd.full()) return;
-      double fill = gauge.fill(loop.ring_path()) * 100;
+      double fill = pin_fill(loop) * 100;
       if (fill >= stall_fill / 2) return;
       say_drops(true);
       stalled = false;
@@ -450,7 +410,7 @@ int main(int argc, char** argv) {
     // the ring fills behind it; past --stall-fill the policy decides.
     auto make_room = [&] {
       while (fwd.full()) {
-        double fill = gauge.fill(loop.ring_path()) * 100;
+        double fill = pin_fill(loop) * 100;
         if (fill >= stall_fill) {
           if (!stalled) {
             stalled = true;

@@ -382,6 +382,11 @@ std::uint64_t Reader::behind() const noexcept {
   std::uint64_t t = impl_->m->hdr->tail.load(std::memory_order_acquire) & kPosMask;
   return t > impl_->pos + 1 ? t - impl_->pos - 1 : 0;
 }
+ReaderProgress Reader::progress() const noexcept {
+  const Header* h = impl_->m->hdr;
+  return {h->instance_id, impl_->pos, h->tail.load(std::memory_order_acquire) & kPosMask, impl_->m->size};
+}
+int Reader::slot() const noexcept { return impl_->kind == ReaderKind::pinned ? impl_->slot : -1; }
 RingStats Reader::stats() const noexcept { return read_stats(*impl_->m->hdr); }
 const format::Header& Reader::header() const noexcept { return *impl_->m->hdr; }
 
