@@ -674,7 +674,7 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
         {"bytes_dropped", s.bytes_dropped},     {"msgs_truncated", s.msgs_truncated},
         {"msgs_refused", s.msgs_refused},       {"lock_waits", s.lock_waits},
         {"lock_recoveries", s.lock_recoveries}, {"torn_discarded", s.torn_discarded},
-        {"readers_released", s.readers_released},
+        {"readers_released", s.readers_released}, {"writer_waits", s.writer_waits},
         {"pending_drop_msgs", h.pending_drop_msgs.load(std::memory_order_relaxed)},
     };
     for (std::size_t i = 0; i < std::size(counters); ++i) {

@@ -54,6 +54,8 @@ constexpr std::uint32_t kRcUnknown = kRcNotRecorded;
 constexpr unsigned kLockSpins = 32;  // polls of a locked tail before joining the wait queue
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
+constexpr std::uint32_t kRetry = 8;  // commit(): the lock was released, take it again and retry
+
 
 // One message to write: computed once by writev, used by the lock holder and the copy.
 struct Msg {
@@ -441,6 +443,17 @@ void Ring::check_dead() noexcept {
   impl_->unlock_tail(t);
 }
 
+// ---------------------------------------------------------------- a writer in the way
+
+bool Ring::Impl::wait_for_writer(std::uint64_t pos) noexcept {
+  std::uint64_t now = mono_ns();
+  if (stuck_pos != pos) {
+    stuck_pos = pos;
+    stuck_since_ns = now;
+  }
+  return now - stuck_since_ns < writer_wait_ns;
+}
+
 // ---------------------------------------------------------------- wake-ups
 
 void Ring::Impl::wake_readers() noexcept {
@@ -463,12 +476,12 @@ namespace {
 // Frees room for [t-1, new_tail) by moving head over messages nobody holds, no further:
 // head stays one ring behind the writes, so the line that reclaim reads at head is the
 // one the copy overwrites next. Returns false (head unchanged in the file) when a
-// reader or writer is in the way. Measured (one writer, 16 MiB ring): keeping head
+// reader or writer is in the way (held: the RC byte found there). Measured (one writer, 16 MiB ring): keeping head
 // 4 KiB further ahead, so that reclaim would bring those lines in early, made a write
 // 2x slower (155 against 80 ns), and any lead from 512 B to 16 KiB cost 30-100 %.
 template <bool Pow2>
 [[gnu::always_inline]] inline bool reclaim(const Area<Pow2>& m, std::uint64_t& head, std::uint64_t t,
-                                           std::uint64_t new_tail, bool& blocked) noexcept {
+                                           std::uint64_t new_tail, std::uint8_t& held) noexcept {
   // The batch fits once head + size >= new_tail.
   if (head + m.size >= new_tail) [[likely]] return true;
   const std::uint64_t want = new_tail - m.size;
@@ -476,7 +489,7 @@ template <bool Pow2>
     std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);  // H1
     std::uint64_t span = rc == 0 ? message_span(m, head, t) : 0;
     if (span == 0 || head + span > t - 1) [[unlikely]] {  // held, or damaged framing: do not guess
-      blocked = blocked || rc != 0;
+      held = rc;
       return false;
     }
     head += span;
@@ -568,16 +581,23 @@ template <bool Single, bool Pow2>
   // stop at tail-1: it stops at any RC != 0 and never steps past tail-1.
   std::uint64_t old_head = h->head.load(std::memory_order_relaxed);
   std::uint64_t head = old_head;
-  bool blocked = false;
-  bool fits = reclaim(m, head, t, t + needed + note_need, blocked);
+  std::uint8_t held = 0;
+  bool fits = reclaim(m, head, t, t + needed + note_need, held);
   if (!fits && note_need) [[unlikely]] {
     note_need = 0;
     head = old_head;
-    fits = reclaim(m, head, t, t + needed, blocked);
+    fits = reclaim(m, head, t, t + needed, held);
   }
 
   RINGLOG_HOOK("reclaimed");
   if (!fits) [[unlikely]] {
+    // A writer still copying there will soon be done: let it run, then try again
+    // (bounded: a dead or stopped writer is not waited for). Never a reader.
+    if (held == kRcWriting && r.wait_for_writer(head)) {
+      r.unlock_tail(t);
+      sched_yield();
+      return kRetry;
+    }
     // Drop the whole batch; the tail (and its RC byte) stay as they were.
     std::uint64_t bytes = needed;
     h->msgs_dropped.fetch_add(count, std::memory_order_relaxed);
@@ -586,7 +606,7 @@ template <bool Single, bool Pow2>
                                std::memory_order_relaxed);
     h->pending_drop_bytes.store(h->pending_drop_bytes.load(std::memory_order_relaxed) + bytes,
                                 std::memory_order_relaxed);
-    if (blocked) r.check_dead_periodic();  // a dead reader or writer may be in the way
+    if (held) r.check_dead_periodic();  // a dead reader or writer may be in the way
     r.unlock_tail(t);
     if constexpr (!Single) {
       for (Cell* c = leader; c;) {
@@ -677,6 +697,20 @@ template <bool Single, bool Pow2>
   return kDone;
 }
 
+// commit() released the lock to let a writer still copying run (kRetry): take the
+// lock again and retry, until the batch is written or dropped.
+template <bool Single>
+[[gnu::noinline]] static std::uint32_t commit_again(Ring::Impl& r, int slot,
+                                                    std::conditional_t<Single, const Msg, Cell>* leader) noexcept {
+  r.m.hdr->writer_waits.fetch_add(1, std::memory_order_relaxed);
+  std::uint32_t res;
+  do {
+    std::uint64_t t = r.lock_tail(slot);
+    res = r.m.mask ? commit<Single, true>(r, slot, t, leader) : commit<Single, false>(r, slot, t, leader);
+  } while (res == kRetry);
+  return res;
+}
+
 namespace {
 
 // The tail was locked or someone was queued: queue up (HAProxy's algorithm). The
@@ -697,7 +731,8 @@ namespace {
     if (!(t & kTailLock)) {
       if (h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed)) {  // L1
         h->owner.store(ctx.owner, std::memory_order_relaxed);
-        return r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
+        std::uint32_t res = r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
+        return res == kRetry ? commit_again<true>(r, ctx.slot, &msg) : res;
       }
     } else if (!waited) {
       waited = true;
@@ -752,7 +787,8 @@ namespace {
       r.unlock_tail(t);  // someone queued behind us meanwhile: they lead now
       break;
     }
-    return r.m.mask ? commit<false, true>(r, ctx.slot, t, &cell) : commit<false, false>(r, ctx.slot, t, &cell);
+    std::uint32_t res = r.m.mask ? commit<false, true>(r, ctx.slot, t, &cell) : commit<false, false>(r, ctx.slot, t, &cell);
+    return res == kRetry ? commit_again<false>(r, ctx.slot, &cell) : res;
   }
   return wait_carried(cell.state);
 }
@@ -783,6 +819,7 @@ namespace {
   if (ctx.queue->head.load(std::memory_order_relaxed) == nullptr && r.try_lock_tail(t)) [[likely]] {
     h->owner.store(ctx.owner, std::memory_order_relaxed);
     res = r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
+    if (res == kRetry) [[unlikely]] res = commit_again<true>(r, ctx.slot, &msg);
   } else {
     res = write_queued(r, ctx, msg);
   }
@@ -818,10 +855,16 @@ Ring::~Ring() = default;
 
 namespace {
 
-std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
+void check_open_options(const OpenOptions& opts) {
   if (opts.queues == 0 || opts.queues > 1024) throw Error(Errc::invalid_arg, "queue count must be 1..1024");
+  if (opts.writer_wait.count() < 0) throw Error(Errc::invalid_arg, "writer wait must not be negative");
+}
+
+std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
+  check_open_options(opts);
   auto impl = std::make_shared<Ring::Impl>();
   impl->nqueues = opts.queues;
+  impl->writer_wait_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(opts.writer_wait).count());
   impl->queues = std::make_unique<Ring::Impl::Queue[]>(opts.queues);
   impl->id = g_next_impl_id.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lk(g_impls_mu);
@@ -850,6 +893,7 @@ void make_dirs(const std::string& path) {
 }  // namespace
 
 Ring Ring::create(const std::string& path, const CreateOptions& opts, const OpenOptions& open_opts) {
+  check_open_options(open_opts);
   if (opts.area_size < kMinAreaSize || opts.area_size > kMaxAreaSize)
     throw Error(Errc::invalid_arg, "ring " + path + ": area size " + std::to_string(opts.area_size) +
                                        " out of range [" + std::to_string(kMinAreaSize) + ", " +
@@ -945,6 +989,7 @@ RingStats read_stats(const Header& h) noexcept {
   s.lock_recoveries = h.lock_recoveries.load(std::memory_order_relaxed);
   s.torn_discarded = h.torn_discarded.load(std::memory_order_relaxed);
   s.readers_released = h.readers_released.load(std::memory_order_relaxed);
+  s.writer_waits = h.writer_waits.load(std::memory_order_relaxed);
   for (auto& rs : h.readers)
     if (rs.pid.load(std::memory_order_relaxed)) ++s.pinned_readers;
   for (auto& ws : h.writers)

@@ -151,6 +151,12 @@ struct Ring::Impl {
     if ((++t_check_calls & 255) == 0) [[unlikely]] check_dead_locked(false);
   }
 
+  // A batch blocked by a writer still copying (RC 0xFF at head) waits for it while
+  // this returns true: up to writer_wait_ns for one position. Under the tail lock.
+  std::uint64_t writer_wait_ns = 10'000'000;
+  std::uint64_t stuck_pos = ~0ULL, stuck_since_ns = 0;
+  bool wait_for_writer(std::uint64_t pos) noexcept;
+
   void wake_readers() noexcept;
   ~Impl();
 };

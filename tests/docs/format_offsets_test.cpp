@@ -146,6 +146,7 @@ const Layout& header_layout() {
       RINGLOG_FIELD(Header, torn_discarded),
       RINGLOG_FIELD(Header, readers_released),
       RINGLOG_FIELD(Header, msgs_refused),
+      RINGLOG_FIELD(Header, writer_waits),
       RINGLOG_FIELD(Header, reserved_counters),
       RINGLOG_FIELD(Header, control),
       RINGLOG_FIELD(Header, reserved1),

@@ -117,7 +117,8 @@ struct Header {
   std::atomic<std::uint64_t> torn_discarded;   // torn batches of dead writers discarded
   std::atomic<std::uint64_t> readers_released; // pins of dead readers released
   std::atomic<std::uint64_t> msgs_refused;     // larger than the ring can ever hold
-  std::uint8_t reserved_counters[128];          // room for more rare-path counters
+  std::atomic<std::uint64_t> writer_waits;     // batches that waited for a writer still copying
+  std::uint8_t reserved_counters[120];          // room for more rare-path counters
 
   // -- 512: control area for the layers above (records: tag mask, tracing)
   alignas(64) std::uint8_t control[kControlSize];
@@ -162,6 +163,7 @@ static_assert(offsetof(Header, futex) == 256);
 static_assert(offsetof(Header, wake_again) == 268);
 static_assert(offsetof(Header, msgs_dropped) == 320);
 static_assert(offsetof(Header, msgs_refused) == 376);
+static_assert(offsetof(Header, writer_waits) == 384);
 static_assert(offsetof(Header, control) == 512);
 static_assert(offsetof(Header, writers) == 4096);
 static_assert(offsetof(Header, readers) == 4096 + 64 * kWriterSlots);

@@ -57,6 +57,10 @@ struct CreateOptions {
 
 struct OpenOptions {
   unsigned queues = 6;  // per-process writer wait queues (HAProxy's default)
+  // A batch that does not fit because reclaim met a writer still copying (descheduled
+  // while the others lapped the ring) waits for it, yielding, up to this long for one
+  // position, then is dropped. Readers are never waited for.
+  std::chrono::milliseconds writer_wait{10};
 };
 
 enum class WriteStatus : std::uint8_t {
@@ -72,7 +76,7 @@ struct RingStats {
   std::uint64_t head, tail, area_size;
   std::uint64_t msgs_written, bytes_written, batches;
   std::uint64_t msgs_dropped, bytes_dropped, msgs_truncated, msgs_refused;
-  std::uint64_t lock_waits, lock_recoveries, torn_discarded, readers_released;
+  std::uint64_t lock_waits, lock_recoveries, torn_discarded, readers_released, writer_waits;
   unsigned pinned_readers, writer_threads;
   bool locked;
 };
