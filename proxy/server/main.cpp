@@ -2,7 +2,7 @@
 // backend fetch into a ringlog ring, counts into a stats file, traces on demand.
 // `ringproxy adm CMD` talks to a running one through its admin socket.
 //
-// Exit codes (documented in ringproxy(8)):
+// Exit codes (the shared set of program.hpp, documented in ringproxy(8)):
 //   0 clean shutdown (SIGTERM/SIGINT), or adm command done
 //   1 run-time failure (ring or stats file cannot be created), or adm command refused
 //   2 bad command line or configuration: unknown option or key, bad address, port in use
@@ -26,9 +26,9 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitRuntime = 1;
-constexpr int kExitUsage = 2;
+using ringlog::tool::kExitFailure;
+using ringlog::tool::kExitOk;
+using ringlog::tool::kExitUsage;
 
 std::uint64_t parse_size(const std::string& s) {
   std::size_t used = 0;
@@ -49,13 +49,15 @@ std::uint64_t parse_size(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringproxy - instrumented HTTP/1.1 reverse proxy logging into a ringlog ring", "ringproxy"};
+  ringlog::tool::Cli cli("ringproxy", "ringproxy - instrumented HTTP/1.1 reverse proxy logging into a ringlog ring");
+  CLI::App& app = cli.app();
   app.set_config("--config", "", "Read options from this file (TOML/INI: key = value; every option may be set there)");
   app.allow_config_extras(false);
-  app.footer(
-      "Parameters (also: ringproxy adm param.set NAME VALUE) are listed by ringproxy adm param.show.\n"
-      "Exit codes: 0 ok, 1 run-time failure or adm command refused, 2 bad command line or configuration,\n"
-      "3 adm: no ringproxy answers on the admin socket.");
+  cli.footer("Parameters (also: ringproxy adm param.set NAME VALUE) are listed by ringproxy adm param.show.",
+             {{kExitOk, "ok"},
+              {kExitFailure, "run-time failure or adm command refused"},
+              {kExitUsage, "bad command line or configuration"},
+              {ringlog::tool::kExitUnusable, "adm: no ringproxy answers on the admin socket"}});
 
   std::vector<std::string> listen{"127.0.0.1:8080"}, backends, trusted;
   ringproxy::Config cfg;
@@ -74,8 +76,6 @@ int main(int argc, char** argv) {
   app.add_option("--health-path", cfg.health_path, "URL path of the health probe (HEAD)");
   app.add_option("--mask", cfg.mask, "Initial tag mask (vsl_mask syntax: default, all, none, +Tag,-Tag...)");
   app.add_flag("--trace", cfg.trace, "Start with tracing on for every request");
-  bool version = false;
-  app.add_flag("-V,--version", version, "Print the version and exit")->configurable(false);
   std::string cache_onoff = "on", storage = "256M", pass_window = "4M";
   app.add_option("--cache", cache_onoff, "Cache GET/HEAD responses: on or off (off: every request is a pass)")
       ->check(CLI::IsMember({"on", "off"}));
@@ -104,21 +104,7 @@ int main(int argc, char** argv) {
                                             "backend.list, backend.health, stats, purge, purge.regex, cache.info, help)");
   adm->prefix_command();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ringproxy: " << e.what() << "\n";
-    return kExitUsage;
-  }
-
-  if (version) {
-    std::cout << ringlog::tool::version_line("ringproxy") << "\n";
-    return kExitOk;
-  }
+  if (auto rc = cli.parse(argc, argv)) return *rc;
   if (adm->parsed()) {
     std::string sock = cfg.admin_socket.empty() ? ringlog::instance_dir(cfg.instance) + "/admin.sock" : cfg.admin_socket;
     adm_words = adm->remaining();
@@ -179,7 +165,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "ringproxy: cannot start: " << e.what() << "\n";
-    return kExitRuntime;
+    return kExitFailure;
   }
   std::fprintf(stderr, "ringproxy: listening on");
   for (const auto& a : cfg.listen) std::fprintf(stderr, " %s", a.str().c_str());

@@ -442,10 +442,10 @@ int ReaderLoop::run() {
     return opts_.read_file.empty() ? run_ring() : run_file();
   } catch (const RuntimeError& e) {
     std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
-    return kExitRuntime;
+    return e.exit_code();
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
-    return kExitRuntime;
+    return kExitFailure;
   }
 }
 
@@ -465,7 +465,7 @@ int ReaderLoop::run_file() {
     if (st != LogFileStatus::message) {
       std::fprintf(stderr, "%s: %s: %s at offset %" PRIu64 "\n", tool_.c_str(), opts_.read_file.c_str(),
                    to_string(st), in.offset());
-      rc = kExitRuntime;
+      rc = kExitFailure;
       break;
     }
     if ((n & 1023) == 0) now = Grouper::Clock::now();
@@ -515,8 +515,10 @@ int ReaderLoop::run_ring() {
       if (e.code() == Errc::not_found) return std::nullopt;
       if (e.code() == Errc::permission)
         throw RuntimeError("cannot open " + ring_path_ + ": permission denied" +
-                           (opts_.pinned ? " (--pinned needs write access to the ring)" : ""));
-      if (e.code() == Errc::bad_format) throw RuntimeError(ring_path_ + ": not a usable ringlog ring: " + e.what());
+                               (opts_.pinned ? " (--pinned needs write access to the ring)" : ""),
+                           kExitUnusable);
+      if (e.code() == Errc::bad_format)
+        throw RuntimeError(ring_path_ + ": not a usable ringlog ring: " + e.what(), kExitUnusable);
       throw RuntimeError(std::string(e.what()));
     }
   };

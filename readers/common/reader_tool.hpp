@@ -33,20 +33,6 @@ class App;
 
 namespace ringlog::tool {
 
-// Exit codes shared by the tools (documented in their man pages).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitRuntime = 1;  // missing ring, unreadable file, I/O error
-inline constexpr int kExitUsage = 2;    // bad flag or value, bad query
-
-// A command-line mistake (exit 2) / a failure while running (exit 1). The message is
-// complete ("-q: ...", "no ring at ..."), without the tool's name.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct RuntimeError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // -t: "off" = -1 (forever), else seconds >= 0. nullopt when malformed.
 std::optional<double> parse_wait(std::string_view s);
 
@@ -179,7 +165,7 @@ class ReaderLoop {
   void on_tick(std::function<void()> fn) { on_tick_ = std::move(fn); }
 
   // Runs to the end (-d, -r, -k reached, stop requested). Returns an exit code;
-  // RuntimeError is reported as a message on stderr and kExitRuntime.
+  // RuntimeError is reported as a message on stderr and its exit code.
   int run();
   // Makes run() return after the current group (from a callback or another thread).
   void stop() noexcept { stop_ = true; }

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,7 +69,9 @@ int tail(const std::string& path, bool pinned, bool print) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-demo: write to a ring from several threads and tail it live from another process"};
+  ringlog::tool::Cli cli("ringlog-demo",
+                         "ringlog-demo: write to a ring from several threads and tail it live from another process");
+  CLI::App& app = cli.app();
   std::string name = "demo";
   std::uint64_t size = 1 << 20;
   unsigned writers = 4;
@@ -85,17 +89,10 @@ int main(int argc, char** argv) {
   app.add_option("-q,--queues", queues, "Writer wait queues per process")->capture_default_str()->check(CLI::Range(1u, 1024u));
   app.add_flag("-p,--pinned", pinned, "Tail with a pinned (lossless) reader instead of a passive one");
   app.add_flag("--quiet", quiet, "Do not print each message, only the totals");
-  bool version = false;
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  if (version) {
-    std::printf("%s\n", ringlog::tool::version_line("ringlog-demo").c_str());
-    return 0;
-  }
+  cli.footer("", {{ringlog::tool::kExitOk, "ok"},
+                  {ringlog::tool::kExitFailure, "the ring could not be created or the reader failed"},
+                  {ringlog::tool::kExitUsage, "bad command line"}});
+  if (auto rc = cli.parse(argc, argv)) return *rc;
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
   std::string path = ringlog::resolve_ring_path(name);
@@ -106,10 +103,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     pid_t parent = getpid();
     pid_t child = fork();
-    if (child < 0) {
-      std::perror("ringlog-demo: fork");
-      return 1;
-    }
+    if (child < 0) return cli.fail(std::string("fork: ") + std::strerror(errno));
     if (child == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != parent) _exit(1);
@@ -145,9 +139,8 @@ int main(int argc, char** argv) {
     std::printf("ring:    head %" PRIu64 " tail %" PRIu64 ", %" PRIu64 " messages in %" PRIu64
                 " batches, %" PRIu64 " lock waits\n",
                 s.head, s.tail, s.msgs_written, s.batches, s.lock_waits);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? ringlog::tool::kExitOk : ringlog::tool::kExitFailure;
   } catch (const ringlog::Error& e) {
-    std::fprintf(stderr, "ringlog-demo: %s\n", e.what());
-    return 1;
+    return cli.fail(e.what());
   }
 }

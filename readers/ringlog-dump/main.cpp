@@ -2,7 +2,7 @@
 // haring) from oldest to newest, describes its header (--info), and repairs what a
 // crash left behind (--repair). Dumping maps the file read-only and never writes.
 //
-// Exit codes (documented in ringlog-dump(1)):
+// Exit codes (the shared set of program.hpp, documented in ringlog-dump(1)):
 //   0 clean, 1 damage found (dump: worked around; repair: repaired), 2 bad command line,
 //   3 unrecoverable (unreadable file, not a ring, or repair refused/impossible).
 #include <dirent.h>
@@ -33,10 +33,11 @@ namespace {
 
 namespace rd = ringlog::dump;
 
-constexpr int kExitClean = 0;
-constexpr int kExitDamaged = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitUnrecoverable = 3;
+namespace tool = ringlog::tool;
+// ringlog-dump's meanings of the shared exit codes (ringlog-dump(1)).
+constexpr int kExitClean = tool::kExitOk;
+constexpr int kExitDamaged = tool::kExitFailure;        // damage found: worked around or repaired
+constexpr int kExitUnrecoverable = tool::kExitUnusable;  // unreadable, not a ring, repair refused
 
 struct Fail {
   std::string msg;
@@ -174,11 +175,11 @@ void out(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-dump - dump and repair ring files (ringlog's and HAProxy's), live or after a crash",
-               "ringlog-dump"};
+  tool::Cli cli("ringlog-dump", "ringlog-dump - dump and repair ring files (ringlog's and HAProxy's), live or after a crash");
+  CLI::App& app = cli.app();
   std::string file, layout_arg, output;
   bool raw = false, records = false, lf = false, info = false, json = false, scan = false, force = false;
-  bool do_repair = false, in_place = false, version = false;
+  bool do_repair = false, in_place = false;
   app.add_option("FILE", file, "Ring file (or instance name under $RINGLOG_DIR)")->type_name("FILE");
   app.add_flag("-r,--raw", raw, "Print message payloads, one per line (the default for HAProxy rings)");
   app.add_flag("-d,--records", records, "Decode records and print them like 'ringlog -g raw' (the default for ringlog rings)");
@@ -192,31 +193,17 @@ int main(int argc, char** argv) {
   app.add_flag("--repair", do_repair, "Repair the ring: into a copy (-o) or in place (--in-place)");
   app.add_option("-o,--output", output, "With --repair: write the repaired copy to this path")->type_name("OUT");
   app.add_flag("--in-place", in_place, "With --repair: repair the file itself (refused while a writer is alive)");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
+  cli.footer(
       "Dumping maps the file read-only and never writes to it. Layouts are detected: ringlog\n"
       "rings by their magic, HAProxy backing files (2.x 'struct buffer', 3.x 'size, rsvd, tail,\n"
-      "head', unaligned or cache-aligned) as haring does.\n"
-      "Exit codes: 0 clean, 1 damage found (dump: skipped, repair: repaired), 2 bad command line,\n"
-      "3 unrecoverable (unreadable, not a ring, repair refused or impossible).");
+      "head', unaligned or cache-aligned) as haring does.",
+      {{kExitClean, "clean"},
+       {kExitDamaged, "damage found (dump: skipped, repair: repaired)"},
+       {tool::kExitUsage, "bad command line"},
+       {kExitUnrecoverable, "unrecoverable (unreadable, not a ring, repair refused or impossible)"}});
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return kExitClean;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ringlog-dump: " << e.what() << "\nRun 'ringlog-dump --help' for the options.\n";
-    return kExitUsage;
-  }
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << "ringlog-dump: " << msg << "\nRun 'ringlog-dump --help' for the options.\n";
-    return kExitUsage;
-  };
-  if (version) {
-    std::cout << ringlog::tool::version_line("ringlog-dump") << "\n";
-    return kExitClean;
-  }
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   if (file.empty()) return usage_error("no ring file given");
   if (raw && records) return usage_error("--raw and --records exclude each other");
   std::optional<rd::Layout> layout;

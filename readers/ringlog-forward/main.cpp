@@ -4,10 +4,10 @@
 // once. It must never lose a message silently: what it cannot deliver is counted
 // (FORWARD.<dest>.lost) and said on stderr.
 //
-// Exit codes (documented in ringlog-forward(1)):
+// Exit codes (the shared set of program.hpp, documented in ringlog-forward(1)):
 //   0 success (stopped by a signal, -k or -d/-r end, everything delivered),
 //   1 runtime error (no ring, unreadable file, messages left undelivered at exit),
-//   2 bad command line.
+//   2 bad command line, 3 ring unusable (permission denied, not a ringlog ring).
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,15 +107,15 @@ void install_term_handlers() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-forward - ship ringlog transactions to syslog collectors (RFC 5424 over TCP or UDP)",
-               kTool};
+  tool::Cli cli(kTool, "ringlog-forward - ship ringlog transactions to syslog collectors (RFC 5424 over TCP or UDP)");
+  CLI::App& app = cli.app();
   tool::ReaderOptions ro;
   std::vector<std::string> destinations;
   std::string output_arg = "ncsa", framing_arg = "octet-counting", facility_arg = "local0", severity_arg = "info";
   std::string hostname = hostname_or_dash(), app_name = "ringlog", msgid_arg;
   std::string format_arg, format_file, buffer_arg = "8M", send_buffer_arg = "256k", udp_max_arg = "8192";
   std::string on_stall_arg = "drop-oldest", stats_path;
-  bool no_stats = false, version = false;
+  bool no_stats = false;
   std::size_t replay = 0;
   double stall_fill = 90, retry_min = 0.2, retry_max = 30, flush_timeout = 10;
 
@@ -167,38 +167,24 @@ int main(int argc, char** argv) {
   app.add_option("--stats", stats_path, "Counters file (default forward.stats in the instance directory)")
       ->type_name("FILE");
   app.add_flag("--no-stats", no_stats, "Keep no counters file");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
+  cli.footer(
       "Always a pinned reader: nothing is overwritten in the ring before it is in the forwarder's buffer,\n"
       "and a message leaves the buffer only once every destination delivered it.\n"
-      "SIGTERM/SIGINT: read what the ring held at the signal, deliver it all, exit (within --flush-timeout).\n"
-      "Exit codes: 0 ok, 1 runtime error (no ring, messages left undelivered), 2 bad command line.");
+      "SIGTERM/SIGINT: read what the ring held at the signal, deliver it all, exit (within --flush-timeout).",
+      {{tool::kExitOk, "ok"},
+       {tool::kExitFailure, "runtime error (no ring, messages left undelivered)"},
+       {tool::kExitUsage, "bad command line"},
+       {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << kTool << ": " << msg << "\nRun 'ringlog-forward --help' for the options.\n";
-    return tool::kExitUsage;
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return tool::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    if (version) {
-      std::cout << tool::version_line(kTool) << "\n";
-      return tool::kExitOk;
-    }
-    return usage_error(e.what());
-  }
-  if (version) {
-    std::cout << tool::version_line(kTool) << "\n";
-    return tool::kExitOk;
-  }
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   ro.pinned = true;
   try {
     tool::prepare(app, ro);
   } catch (const tool::UsageError& e) {
     return usage_error(e.what());
+  } catch (const tool::RuntimeError& e) {  // an unreadable -Q file
+    return cli.fail(e);
   }
 
   // Check every value before touching anything.
@@ -266,10 +252,7 @@ int main(int argc, char** argv) {
     if (!format_arg.empty()) fmt = format_arg;
     if (!format_file.empty()) {
       std::ifstream in(format_file);
-      if (!in) {
-        say("-f " + format_file + ": cannot read the file");
-        return tool::kExitRuntime;
-      }
+      if (!in) return cli.fail("-f " + format_file + ": cannot read the file");
       std::ostringstream ss;
       ss << in.rdbuf();
       fmt = ss.str();
@@ -298,7 +281,7 @@ int main(int argc, char** argv) {
       if (snap.writer_alive && snap.writer_pid != ::getpid()) {
         say("the counters file " + path + " belongs to a running process (pid " + std::to_string(snap.writer_pid) +
             ", another ringlog-forward?); give this one its own with --stats FILE, or use --no-stats");
-        return tool::kExitRuntime;
+        return tool::kExitFailure;
       }
     } catch (const std::exception&) {
       // No file, or not a readable stats file: create() replaces it.
@@ -505,7 +488,7 @@ int main(int argc, char** argv) {
       say(std::to_string(left_unread) +
           " bytes of messages written to the ring before the signal were left unread (" +
           (g_term_signals >= 2 ? "second signal" : "--flush-timeout") + ")");
-      if (rc == tool::kExitOk) rc = tool::kExitRuntime;
+      if (rc == tool::kExitOk) rc = tool::kExitFailure;
     }
     if (!fwd.drained()) {
       for (std::size_t i = 0; i < fwd.size(); ++i)
@@ -514,17 +497,15 @@ int main(int argc, char** argv) {
               " messages not delivered before --flush-timeout" + (g_term_signals >= 2 ? " (second signal)" : "") +
               "; counted as lost");
       fwd.abandon();
-      if (rc == tool::kExitOk) rc = tool::kExitRuntime;
+      if (rc == tool::kExitOk) rc = tool::kExitFailure;
     }
     fwd.keep_counters();
     return rc;
   } catch (const tool::UsageError& e) {
     return usage_error(e.what());
   } catch (const tool::RuntimeError& e) {
-    say(e.what());
-    return tool::kExitRuntime;
+    return cli.fail(e);
   } catch (const std::exception& e) {
-    say(e.what());
-    return tool::kExitRuntime;
+    return cli.fail(e.what());
   }
 }

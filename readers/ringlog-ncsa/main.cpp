@@ -4,9 +4,9 @@
 // reader options (-n -t -d -r --pinned -g -T -L -q -Q -c -b -k -R).
 // It only reads the ring; lines already accepted are never dropped on a reopen failure.
 //
-// Exit codes (documented in ringlog-ncsa(1)):
+// Exit codes (the shared set of program.hpp, documented in ringlog-ncsa(1)):
 //   0 success, 1 runtime failure (no ring, unreadable file, write error),
-//   2 bad command line (flag, value, format or query).
+//   2 bad command line (flag, value, format or query), 3 ring unusable.
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 #include <string>
 #include <utility>
 
@@ -120,12 +119,12 @@ std::string absolute(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-ncsa - print ringlog transactions as NCSA access-log lines (like varnishncsa)",
-               kName};
+  tool::Cli cli(kName, "ringlog-ncsa - print ringlog transactions as NCSA access-log lines (like varnishncsa)");
+  CLI::App& app = cli.app();
   tool::ReaderOptions ro;
   tool::add_reader_options(app, ro, tool::kSourceOptions | tool::kGroupingOptions | tool::kSelectOptions);
   std::string format_arg, format_file, out_file, pid_file;
-  bool json = false, append = false, daemonize = false, version = false;
+  bool json = false, append = false, daemonize = false;
   app.add_option("-F", format_arg, "Log format (default: the NCSA combined format, see FORMAT in ringlog-ncsa(1))")
       ->type_name("FORMAT");
   app.add_option("-f", format_file, "Read the log format from the first line of FILE")->type_name("FILE");
@@ -135,45 +134,29 @@ int main(int argc, char** argv) {
   app.add_flag("-a", append, "Append to the -w file (always done; accepted for varnishncsa compatibility)");
   app.add_flag("-D", daemonize, "Run in the background (needs -w FILE)");
   app.add_option("-P", pid_file, "Write the process id to FILE (removed at exit)")->type_name("FILE");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
+  cli.footer(
       "Default: client requests (-c); -b logs backend fetches instead, -c -b both.\n"
       "Grouping (-g) is vxid or request. Formatters: %b %D %H %h %I %{X}i %l %m %{X}o %O\n"
       "%q %r %s %t %{X}t %T %{X}T %U %u %% and %{ringlog:time_firstbyte|hitmiss|handling|\n"
-      "side|vxid}x (Varnish:... accepted), %{VSL:Tag[:prefix][field]}x.\n"
-      "Exit codes: 0 ok, 1 runtime failure (no ring, unreadable file, write error),\n"
-      "2 bad command line (flag, value, format or query).");
+      "side|vxid}x (Varnish:... accepted), %{VSL:Tag[:prefix][field]}x.",
+      {{tool::kExitOk, "ok"},
+       {tool::kExitFailure, "runtime failure (no ring, unreadable file, write error)"},
+       {tool::kExitUsage, "bad command line (flag, value, format or query)"},
+       {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   // varnishncsa's -c and -b combine (both sides), unlike the other tools' where they
   // exclude each other: take them out of the shared check and select sides here.
-  bool want_client = false, want_backend = false;
+  const bool want_client = ro.client, want_backend = ro.backend;
+  if (want_client && want_backend) ro.client = ro.backend = false;
+  else if (!want_backend) ro.client = true;  // varnishncsa's default: client mode
   try {
-    app.parse(argc, argv);
-    want_client = ro.client;
-    want_backend = ro.backend;
-    if (want_client && want_backend) ro.client = ro.backend = false;
-    else if (!want_backend) ro.client = true;  // varnishncsa's default: client mode
     tool::prepare(app, ro);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return tool::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << kName << ": " << e.what() << "\nRun 'ringlog-ncsa --help' for the options.\n";
-    return tool::kExitUsage;
   } catch (const tool::UsageError& e) {
-    std::cerr << kName << ": " << e.what() << "\nRun 'ringlog-ncsa --help' for the options.\n";
-    return tool::kExitUsage;
+    return usage_error(e.what());
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    return tool::kExitRuntime;
-  }
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << kName << ": " << msg << "\nRun 'ringlog-ncsa --help' for the options.\n";
-    return tool::kExitUsage;
-  };
-  if (version) {
-    std::cout << tool::version_line(kName) << "\n";
-    return tool::kExitOk;
+    return cli.fail(e);
   }
   if (ro.mode != ringlog::Grouping::vxid && ro.mode != ringlog::Grouping::request)
     return usage_error("-g: ringlog-ncsa groups by vxid or request, not '" + ro.grouping + "'");
@@ -193,8 +176,7 @@ int main(int argc, char** argv) {
       format = format_arg;
     }
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    return tool::kExitRuntime;
+    return cli.fail(e);
   }
   std::optional<ringlog::NcsaFormatter> fmt;
   try {
@@ -207,21 +189,14 @@ int main(int argc, char** argv) {
   try {
     out.emplace(daemonize ? absolute(out_file) : out_file);
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    return tool::kExitRuntime;
+    return cli.fail(e);
   }
-  if (daemonize && ::daemon(0, 0) != 0) {
-    std::cerr << kName << ": -D: " << std::strerror(errno) << "\n";
-    return tool::kExitRuntime;
-  }
+  if (daemonize && ::daemon(0, 0) != 0) return cli.fail(std::string("-D: ") + std::strerror(errno));
   if (!pid_file.empty()) {
     pid_file = absolute(pid_file);
     std::ofstream pf(pid_file, std::ios::trunc);
     pf << ::getpid() << "\n";
-    if (!pf.flush()) {
-      std::cerr << kName << ": -P: cannot write " << pid_file << "\n";
-      return tool::kExitRuntime;
-    }
+    if (!pf.flush()) return cli.fail("-P: cannot write " + pid_file);
   }
   tool::install_signal_handlers();
 
@@ -247,11 +222,9 @@ int main(int argc, char** argv) {
     rc = loop.run();
     out->flush();
   } catch (const tool::UsageError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    rc = tool::kExitUsage;
+    rc = cli.usage_error(e.what());
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    rc = tool::kExitRuntime;
+    rc = cli.fail(e);
   }
   if (!pid_file.empty()) ::unlink(pid_file.c_str());
   return rc;

@@ -2,15 +2,16 @@
 // lines (-1), JSON (-j), a Prometheus exposition, a field list (-l), or a live curses
 // screen (the default on a terminal). It only reads: the files are mapped read-only.
 //
-// Exit codes (documented in ringlog-stat(1)):
-//   0 success, 1 no such instance (after -t), 2 bad command line,
+// Exit codes (the shared set of program.hpp, documented in ringlog-stat(1)):
+//   0 success, 1 no such instance (after -t) or a write error, 2 bad command line,
 //   3 the instance cannot be read (permission, damaged or incompatible file),
 //   4 the terminal cannot be used for the curses screen.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,10 +29,7 @@ namespace {
 
 namespace rs = ringlog::stats;
 
-constexpr int kExitOk = 0;
-constexpr int kExitNotFound = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitUnreadable = 3;
+namespace tool = ringlog::tool;
 
 // -t: "off" waits forever (-1), else a number of seconds >= 0.
 std::optional<double> parse_timeout(const std::string& s) {
@@ -72,8 +70,9 @@ rs::InstanceReader open_waiting(const std::string& name, double timeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-stat - show the counters of a ringlog instance (like varnishstat)", "ringlog-stat"};
-  bool once = false, json = false, prometheus = false, list = false, version = false;
+  tool::Cli cli("ringlog-stat", "ringlog-stat - show the counters of a ringlog instance (like varnishstat)");
+  CLI::App& app = cli.app();
+  bool once = false, json = false, prometheus = false, list = false;
   std::vector<std::string> globs;
   std::string instance;
   std::string timeout_arg = "0";
@@ -90,34 +89,21 @@ int main(int argc, char** argv) {
       ->type_name("SECONDS|off");
   app.add_option("--interval", interval, "Curses screen refresh interval in seconds (default 1)")
       ->type_name("SECONDS");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
+  cli.footer(
       "Without -1, -j, --prometheus or -l, shows a live screen when stdout is a terminal\n"
       "(keys: q quit, arrows/PgUp/PgDn move, + - refresh interval, v level, d zero counters,\n"
-      "/ search) and prints like -1 otherwise.\n"
-      "Exit codes: 0 ok, 1 no such instance, 2 bad command line, 3 instance unreadable,\n"
-      "4 terminal unusable.");
+      "/ search) and prints like -1 otherwise.",
+      {{tool::kExitOk, "ok"},
+       {tool::kExitFailure, "no such instance or a write error"},
+       {tool::kExitUsage, "bad command line"},
+       {tool::kExitUnusable, "instance unreadable"},
+       {tool::kExitTerminal, "terminal unusable"}});
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ringlog-stat: " << e.what() << "\nRun 'ringlog-stat --help' for the options.\n";
-    return kExitUsage;
-  }
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << "ringlog-stat: " << msg << "\nRun 'ringlog-stat --help' for the options.\n";
-    return kExitUsage;
-  };
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   if (int(once) + int(json) + int(prometheus) + int(list) > 1)
     return usage_error("-1, -j, --prometheus and -l exclude each other");
   if (!(interval >= 0.1 && interval <= 3600)) return usage_error("--interval: expected 0.1 to 3600 seconds");
-  if (version) {
-    std::cout << ringlog::tool::version_line("ringlog-stat") << "\n";
-    return kExitOk;
-  }
   std::optional<double> timeout = parse_timeout(timeout_arg);
   if (!timeout) return usage_error("-t: expected a number of seconds or 'off', got '" + timeout_arg + "'");
 
@@ -142,21 +128,14 @@ int main(int argc, char** argv) {
     else if (list) out = rs::format_list(snap, filter);
     else out = rs::format_once(snap, filter);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    if (std::fflush(stdout) != 0) {
-      std::perror("ringlog-stat: write");
-      return kExitUnreadable;
-    }
-    return kExitOk;
+    if (std::fflush(stdout) != 0) return cli.fail(std::string("write: ") + std::strerror(errno));
+    return tool::kExitOk;
   } catch (const ringlog::Error& e) {
-    if (e.code() == ringlog::Errc::not_found) {
-      std::cerr << "ringlog-stat: " << e.what() << "\n"
-                << "Is the writer running? Use -n NAME to pick an instance, -t SECONDS to wait for it.\n";
-      return kExitNotFound;
-    }
-    std::cerr << "ringlog-stat: " << e.what() << "\n";
-    return kExitUnreadable;
+    if (e.code() == ringlog::Errc::not_found)
+      return cli.fail(std::string(e.what()) +
+                      "\nIs the writer running? Use -n NAME to pick an instance, -t SECONDS to wait for it.");
+    return cli.fail(e.what(), tool::kExitUnusable);
   } catch (const std::exception& e) {
-    std::cerr << "ringlog-stat: " << e.what() << "\n";
-    return kExitUnreadable;
+    return cli.fail(e.what(), tool::kExitUnusable);
   }
 }

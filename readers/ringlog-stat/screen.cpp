@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "program.hpp"
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_output.hpp"
 #include "screen.hpp"
@@ -62,7 +63,7 @@ class Screen {
     if (!scr) {
       std::fprintf(stderr, "ringlog-stat: cannot use the terminal (TERM=%s); use -1, -j or --prometheus\n",
                    std::getenv("TERM") ? std::getenv("TERM") : "");
-      return 4;
+      return ringlog::tool::kExitTerminal;
     }
     cbreak();
     noecho();
@@ -88,7 +89,7 @@ class Screen {
     }
     endwin();
     delscreen(scr);
-    return 0;
+    return ringlog::tool::kExitOk;
   }
 
  private:

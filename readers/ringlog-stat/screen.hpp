@@ -13,7 +13,7 @@ struct ScreenOptions {
   double interval = 1.0;             // seconds between samples
 };
 
-// Returns the process exit code (0, or 4 when the terminal cannot be used).
+// Returns the process exit code (kExitOk, or kExitTerminal when the terminal cannot be used).
 int run_screen(const ScreenOptions& opts);
 
 }  // namespace ringlog::stat_tool

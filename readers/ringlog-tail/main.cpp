@@ -4,16 +4,16 @@
 // binary file (-w) that -r reads back. It only reads the ring (passive) unless
 // --pinned is given.
 //
-// Exit codes (documented in ringlog(1)):
+// Exit codes (the shared set of program.hpp, documented in ringlog(1)):
 //   0 success, 1 runtime error (missing ring after -t, unreadable or damaged file,
-//   write error), 2 bad command line (bad flag or value, bad query with its position).
+//   write error), 2 bad command line (bad flag or value, bad query with its position),
+//   3 ring unusable (permission denied, not a ringlog ring).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <string>
 
@@ -130,10 +130,10 @@ void print_filtered(std::string& out, const ringlog::Group& g, const rt::RecordF
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog - show the records of a ringlog instance, grouped into transactions (like varnishlog)",
-               "ringlog"};
+  rt::Cli cli(kTool, "ringlog - show the records of a ringlog instance, grouped into transactions (like varnishlog)");
+  CLI::App& app = cli.app();
   rt::ReaderOptions ro;
-  bool verbose = false, json = false, append = false, text_file = false, version = false;
+  bool verbose = false, json = false, append = false, text_file = false;
   std::string write_file;
   rt::add_reader_options(app, ro);
   app.add_flag("-v", verbose, "Verbose record lines: vxid, tag and side on every record of a group");
@@ -143,37 +143,22 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   app.add_flag("-a", append, "With -w, append to FILE instead of overwriting it");
   app.add_flag("-A", text_file, "With -w, write the text output (or -j lines) instead of the binary format");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
+  cli.footer(
       "Default: tail the default instance from now on, grouped by vxid.\n"
-      "Queries: see ringlog-query(7). Record filters -i/-x/-I/-X apply in command-line order.\n"
-      "Exit codes: 0 ok, 1 runtime error (missing ring, unreadable or damaged file, write error),\n"
-      "2 bad command line (bad flag or value, bad query: the error names its position).");
+      "Queries: see ringlog-query(7). Record filters -i/-x/-I/-X apply in command-line order.",
+      {{rt::kExitOk, "ok"},
+       {rt::kExitFailure, "runtime error (missing ring, unreadable or damaged file, write error)"},
+       {rt::kExitUsage, "bad command line (bad flag or value, bad query: the error names its position)"},
+       {rt::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << kTool << ": " << msg << (msg.empty() || msg.back() == '\n' ? "" : "\n")
-              << "Run 'ringlog --help' for the options.\n";
-    return rt::kExitUsage;
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return rt::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
-  }
-  if (version) {
-    std::cout << rt::version_line(kTool) << "\n";
-    return rt::kExitOk;
-  }
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   try {
     rt::prepare(app, ro);
   } catch (const rt::UsageError& e) {
     return usage_error(e.what());
   } catch (const rt::RuntimeError& e) {
-    std::cerr << kTool << ": " << e.what() << "\n";
-    return rt::kExitRuntime;
+    return cli.fail(e);
   }
   if ((append || text_file) && write_file.empty()) return usage_error("-a and -A need -w FILE");
   if (json && !write_file.empty() && !text_file) return usage_error("-j with -w writes JSON lines only with -A");
@@ -192,8 +177,7 @@ int main(int argc, char** argv) {
       else bin.emplace(ringlog::LogFileWriter::open(write_file, append));
     }
   } catch (const std::exception& e) {
-    std::cerr << kTool << ": " << e.what() << "\n";
-    return rt::kExitRuntime;
+    return cli.fail(e.what());
   }
 
   // -g raw with -q/-k/-R: one record at a time, as varnishlog (see RawSelect). -k and
@@ -303,9 +287,6 @@ int main(int argc, char** argv) {
 
   int rc = loop.run();
   flush_all();
-  if (io_failed) {
-    std::cerr << kTool << ": " << io_error << "\n";
-    return rt::kExitRuntime;
-  }
+  if (io_failed) return cli.fail(io_error);
   return rc;
 }

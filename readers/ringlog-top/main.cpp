@@ -4,15 +4,17 @@
 // averaging period; the record filters and queries are the other tools'.
 // It only reads the ring.
 //
-// Exit codes (documented in ringlog-top(1)):
-//   0 success, 1 runtime failure (no ring, unreadable file, no usable terminal),
-//   2 bad command line (flag, value or query).
+// Exit codes (the shared set of program.hpp, documented in ringlog-top(1)):
+//   0 success, 1 runtime failure (no ring, unreadable file, write error),
+//   2 bad command line (flag, value or query), 3 ring unusable, 4 no usable terminal.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
-#include <iostream>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -32,49 +34,37 @@ constexpr const char* kName = "ringlog-top";
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringlog-top - the most frequent records of a ringlog instance (like varnishtop)", kName};
+  tool::Cli cli(kName, "ringlog-top - the most frequent records of a ringlog instance (like varnishtop)");
+  CLI::App& app = cli.app();
   tool::ReaderOptions ro;
   tool::add_reader_options(app, ro, tool::kAllOptions);
-  bool once = false, first_field = false, version = false;
+  bool once = false, first_field = false;
   unsigned period = 60;
   app.add_flag("-1", once, "Count from the oldest message to the end, print the list once and exit (implies -d)");
   app.add_flag("-f", first_field, "Count only the first field of each record (up to the first ':' or space)");
   app.add_option("-p", period, "Average over PERIOD seconds: a count settles near rate * PERIOD (default 60)")
       ->type_name("PERIOD");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.footer(
-      "Screen keys: q quits, ^L redraws. Without -1 standard output must be a terminal.\n"
-      "Exit codes: 0 ok, 1 runtime failure (no ring, unreadable file, no usable terminal),\n"
-      "2 bad command line (flag, value or query).");
+  cli.footer("Screen keys: q quits, ^L redraws. Without -1 standard output must be a terminal.",
+             {{tool::kExitOk, "ok"},
+              {tool::kExitFailure, "runtime failure (no ring, unreadable file, write error)"},
+              {tool::kExitUsage, "bad command line (flag, value or query)"},
+              {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"},
+              {tool::kExitTerminal, "no usable terminal"}});
 
-  auto usage_error = [](const std::string& msg) {
-    std::cerr << kName << ": " << msg << "\nRun 'ringlog-top --help' for the options.\n";
-    return tool::kExitUsage;
-  };
+  if (auto rc = cli.parse(argc, argv)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   try {
-    app.parse(argc, argv);
     tool::prepare(app, ro);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return tool::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
   } catch (const tool::UsageError& e) {
     return usage_error(e.what());
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    return tool::kExitRuntime;
-  }
-  if (version) {
-    std::cout << tool::version_line(kName) << "\n";
-    return tool::kExitOk;
+    return cli.fail(e);
   }
   if (period < 1 || period > 86400) return usage_error("-p: expected a period of 1 to 86400 seconds");
   if (once) ro.from_oldest = true;  // varnishtop -1 implies -d
-  if (!once && !::isatty(STDOUT_FILENO)) {
-    std::cerr << kName << ": the live list needs a terminal on standard output; use -1 to print the counts once\n";
-    return tool::kExitRuntime;
-  }
+  if (!once && !::isatty(STDOUT_FILENO))
+    return cli.fail("the live list needs a terminal on standard output; use -1 to print the counts once",
+                    tool::kExitTerminal);
 
   // -g raw with -q/-k/-R: one record at a time, as varnishtop (see RawSelect).
   tool::RawSelect raw(ro);
@@ -113,10 +103,7 @@ int main(int argc, char** argv) {
       if (rc == tool::kExitOk) {
         std::string out = counter.dump();
         std::fwrite(out.data(), 1, out.size(), stdout);
-        if (std::fflush(stdout) != 0) {
-          std::perror("ringlog-top: write");
-          rc = tool::kExitRuntime;
-        }
+        if (std::fflush(stdout) != 0) rc = cli.fail(std::string("write: ") + std::strerror(errno));
       }
       return rc;
     }
@@ -125,9 +112,8 @@ int main(int argc, char** argv) {
                                              : ringlog::resolve_ring_path(ro.instance);
     ringlog::top_tool::Screen screen(counter, name, period);
     if (!screen.start()) {
-      std::cerr << kName << ": cannot use the terminal (TERM=" << (std::getenv("TERM") ? std::getenv("TERM") : "")
-                << ")\n";
-      return tool::kExitRuntime;
+      const char* term = std::getenv("TERM");
+      return cli.fail(std::string("cannot use the terminal (TERM=") + (term ? term : "") + ")", tool::kExitTerminal);
     }
     bool user_quit = false;
     auto tick = [&] {
@@ -148,8 +134,7 @@ int main(int argc, char** argv) {
   } catch (const tool::UsageError& e) {
     return usage_error(e.what());
   } catch (const tool::RuntimeError& e) {
-    std::cerr << kName << ": " << e.what() << "\n";
-    return tool::kExitRuntime;
+    return cli.fail(e);
   }
   return rc;
 }

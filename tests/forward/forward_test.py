@@ -528,6 +528,16 @@ def case_cli():
     r = run(["-n", "nosuch", "-t", "0", "--no-stats", "tcp://127.0.0.1:9"])
     if r.returncode != 1 or "nosuch" not in r.stderr:
         fail(f"missing ring: exit {r.returncode}, stderr {r.stderr!r}")
+    os.makedirs(INST, exist_ok=True)
+    notring = os.path.join(INST, "notring")
+    with open(notring, "wb") as f:
+        f.write(b"this is not a ring\n" * 512)
+    r = run(["-n", notring, "--no-stats", "tcp://127.0.0.1:9"])
+    if r.returncode != 3 or "not a usable ringlog ring" not in r.stderr:
+        fail(f"a file that is not a ring: exit {r.returncode} (expected 3), stderr {r.stderr!r}")
+    r = run(["-Q", os.path.join(INST, "no-such-queries"), "--no-stats", "tcp://127.0.0.1:9"])
+    if r.returncode != 1 or "-Q: cannot read" not in r.stderr:
+        fail(f"an unreadable -Q file: exit {r.returncode} (expected 1), stderr {r.stderr!r}")
     # SIGTERM with a collector that never answers: bounded by --flush-timeout, counted.
     ring = create_ring("c", 1 << 20)
     port = free_port()

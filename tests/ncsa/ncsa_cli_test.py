@@ -226,7 +226,7 @@ try:
 finally:
     stop(live)
 
-# ---- errors: runtime 1, usage 2, never a signal ---------------------------------------------------
+# ---- errors: runtime 1, usage 2, unusable ring 3, never a signal ----------------------------------
 # (That it fails without waiting is the no_wait case.)
 r = ncsa("-n", "nosuch")
 check(r.returncode == 1 and b"no ring at" in r.stderr and b"nosuch" in r.stderr and b"-t" in r.stderr,
@@ -236,6 +236,12 @@ t0 = time.monotonic()
 r = ncsa("-n", "nosuch", "-t", "1")
 took = time.monotonic() - t0
 check(r.returncode == 1 and took >= 0.9, f"-t 1 waits a second, then exit 1 ({took:.2f}s)")
+notring = os.path.join(WORK, "notring")
+with open(notring, "wb") as f:
+    f.write(b"this is not a ring\n" * 512)
+r = ncsa("-n", notring)
+check(r.returncode == 3 and b"not a usable ringlog ring" in r.stderr,
+      f"a file that is not a ring: exit 3, as ringlog-stat's unreadable instance ({r.returncode}, {r.stderr!r})")
 r = ncsa("-f", os.path.join(WORK, "no-such-format"))
 check(r.returncode == 1 and b"-f: cannot read" in r.stderr, f"unreadable -f file: exit 1 ({r.stderr!r})")
 empty = os.path.join(WORK, "empty-format")

@@ -261,6 +261,12 @@ def case_options():
     t0 = time.time()
     rc, out, err = run(["-n", "absent", "-t", "0.6"])
     check(rc == 1 and time.time() - t0 >= 0.5, "-t 0.6 waits before failing")
+    # A file that is not a ring: exit 3, as ringlog-stat's unreadable instance.
+    notring = os.path.join(WORK, "notring")
+    with open(notring, "wb") as f:
+        f.write(b"this is not a ring\n" * 512)
+    rc, out, err = run(["-n", notring])
+    check(rc == 3 and "not a usable ringlog ring" in err, f"not a ring: rc {rc} {err!r}")
     # -t SECONDS: a ring that appears within the wait is attached to.
     soon = os.path.join(ENV["RINGLOG_DIR"], "soon")
     p = start(["-n", "soon", "-t", "20", "-d"])

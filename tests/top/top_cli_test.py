@@ -114,9 +114,10 @@ with open(qfile, "w") as f:
 r = top("-n", "fixed", "-1", "-Q", qfile, "-i", "ReqURL,RespStatus")
 check(r.stdout == outs["query.txt"], "-Q FILE as -q")
 
-# ---- errors: runtime 1, usage 2 ------------------------------------------------------------------
+# ---- errors: runtime 1, usage 2, unusable ring 3, no terminal 4 ----------------------------------
 r = top("-n", "fixed")  # stdout is a pipe here
-check(r.returncode == 1 and b"needs a terminal" in r.stderr, f"no terminal without -1: exit 1 ({r.stderr!r})")
+check(r.returncode == 4 and b"needs a terminal" in r.stderr,
+      f"no terminal without -1: exit 4, as ringlog-stat's screen ({r.returncode}, {r.stderr!r})")
 # (That it fails without waiting is the no_wait case.)
 r = top("-n", "nosuch", "-1")
 check(r.returncode == 1 and b"no ring at" in r.stderr and b"nosuch" in r.stderr,
@@ -125,6 +126,12 @@ r = top("-n", "nosuch", "-1", "-t", "1")
 check(r.returncode == 1, "-t 1 then exit 1")
 r = top("-r", os.path.join(WORK, "nope.rlog"), "-1")
 check(r.returncode == 1, f"missing -r file: exit 1 ({r.returncode})")
+notring = os.path.join(WORK, "notring")
+with open(notring, "wb") as f:
+    f.write(b"this is not a ring\n" * 512)
+r = top("-n", notring, "-1")
+check(r.returncode == 3 and b"not a usable ringlog ring" in r.stderr,
+      f"a file that is not a ring: exit 3 ({r.returncode}, {r.stderr!r})")
 r = top("-Q", os.path.join(WORK, "nope.q"), "-1", "-n", "fixed")
 check(r.returncode == 1, f"unreadable -Q file: exit 1 ({r.returncode})")
 r = top("-q", "ReqURL ~ ", "-1")
