@@ -2,18 +2,16 @@
 // and pinned (registered, holds the readers-count byte of its position, never loses).
 // A reader must never return bytes that a writer may have been changing meanwhile.
 //
-// Ordered accesses (writer labels in ring.cpp):
-//  R1  tail.load(acquire) before looking at the RC byte; pairs with W3.
-//  R2  RC[pos].load(acquire): 0xFF means "being written", stop; any other value was
-//      stored by W4 (release) or by a reader RMW in its release sequence.
-//  R3  pinned move: RC[next] increment (acq_rel) before RC[pos] decrement (release);
-//      the decrement pairs with H1 so that the copy is done before reuse.
-//  P1  passive: head.load(acquire) before reading, then the copy, then
-//  P2  fence(acquire) and head.load: pairs with W2; a head that moved past the
-//      message means the copy may be torn, and it is discarded as lost.
-//  R4  pinned move: slot pos (release) then next_pos = 0 (release); pairs with the
-//      recount at head in ring.cpp (next_pos then pos, acquire).
-//  F1  waiters.fetch_add (seq_cst) before the last look for data; pairs with W5.
+// Ordered accesses carry a label at the access saying what it pairs with; the table
+// of all labels is docs/RING.md section 3. Prefixes here: R readers (both kinds, and
+// the pinned reader's moves, attach and detach), P passive reader, S reader slots,
+// K wake-ups. The pairings the read path rests on:
+//  R1 tail (acquire)        <-  W3 (writer unlocks at the new tail, release)
+//  R2 RC[pos] (acquire)     <-  W4/T6 (batch exposed, release); 0xFF: stop
+//  R3 RC[next]++ then R4 RC[pos]-- : never holding neither; R4 (release) -> H1
+//  R5 pos, then R6 next_pos = 0 (release)  ->  U7/U8 (recount at head), D7
+//  P1 head (acquire), copy, P2 fence(acquire) + head  <-  W2 (head, fence(release))
+//  K1 waiters++ (seq_cst) before the last look  <->  W5 (fence, waiters)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -42,7 +40,9 @@ struct Reader::Impl {
   // The tail to read up to; reloaded (R1) only once the reader has caught up with the
   // last one it loaded, so that it does not pull the writers' tail line per message.
   std::uint64_t tail_for(std::uint64_t p) noexcept {
-    if (p + 1 >= known_tail) known_tail = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1
+    // R1: tail.load(acquire); pairs with W3: below it, room was reserved and the
+    // trailing RC written (W8).
+    if (p + 1 >= known_tail) known_tail = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;
     return known_tail;
   }
 
@@ -62,7 +62,9 @@ struct Reader::Impl {
     Frame f;
     f.t = tail_for(p);
     if (p + 1 >= f.t) return f;
-    if (m->rc(p).load(std::memory_order_acquire) == kRcWriting) return f;  // R2
+    // R2: RC[p].load(acquire): 0xFF (W1) means a batch is being written, stop; any other
+    // value came from W4/T6/D8 (release) or a reader RMW in their release sequence.
+    if (m->rc(p).load(std::memory_order_acquire) == kRcWriting) return f;
     f.ready = true;
     f.vl = varint_decode([&](std::size_t i) { return m->byte(p + 1 + i); },
                          static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, f.t - p - 1)), f.word);
@@ -92,6 +94,8 @@ bool rc_acquire(const detail::Mapping& m, std::uint64_t pos) noexcept {
       v = rc.load(std::memory_order_relaxed);
       continue;
     }
+    // R3: RC[next] increment (acq_rel), never on 0xFF: acquire pairs with W4 (the batch
+    // there is complete); release publishes R7 to D7/U7. Serialised with W1's exchange.
     if (rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v + 1), std::memory_order_acq_rel,
                                  std::memory_order_relaxed))
       return true;
@@ -109,6 +113,8 @@ void rc_release(const detail::Mapping& m, std::uint64_t pos) noexcept {
       continue;
     }
     if (v == 0) return;  // already released by recovery
+    // R4: RC[pos] decrement (release), never on 0xFF (a writer holds our count in its
+    // saved value, W1..W4); pairs with H1: our copy is done before the bytes are reused.
     if (rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v - 1), std::memory_order_release,
                                  std::memory_order_relaxed))
       return;
@@ -134,6 +140,7 @@ void Reader::Impl::attach(StartAt start) {
     }
     for (unsigned i = 0; i < kReaderSlots; ++i) {
       std::uint32_t cur = 0;
+      // S3: pid CAS 0 -> ours (acq_rel) claims the slot; pairs with S4 (freed, release).
       if (h->readers[i].pid.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) {
         slot = static_cast<int>(i);
         break;
@@ -144,7 +151,7 @@ void Reader::Impl::attach(StartAt start) {
     throw Error(Errc::busy, "ring " + r.m.path + ": all " + std::to_string(kReaderSlots) +
                                 " pinned-reader slots are in use");
   ReaderSlot& rs = h->readers[slot];
-  rs.pos.store(kNoPos, std::memory_order_relaxed);  // holds no RC byte yet
+  rs.pos.store(kNoPos, std::memory_order_relaxed);  // R8: holds no RC byte yet (U2)
   rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
   rs.start_time = detail::self_start_time();
   rs.msgs_read.store(0, std::memory_order_relaxed);
@@ -162,11 +169,12 @@ void Reader::Impl::attach(StartAt start) {
       // pinned readers may be moving onto it), then the position. A reader that dies
       // before its position is stored leaves pos == kNoPos: recovery then touches no
       // RC byte and leaves the count high (safe: it only costs writers the slow path).
-      h->pinned.fetch_add(1, std::memory_order_relaxed);  // under the lock: writers see it
+      h->pinned.fetch_add(1, std::memory_order_relaxed);  // R9: under the lock: W6 sees it after L4/L1
+      // R10: RC increment (acq_rel) under the tail lock: no W1 can run meanwhile.
       while (!rc.compare_exchange_weak(v, static_cast<std::uint8_t>(v + 1), std::memory_order_acq_rel,
                                        std::memory_order_relaxed)) {
       }
-      rs.pos.store(p, std::memory_order_release);
+      rs.pos.store(p, std::memory_order_release);  // R11: our position; pairs with U2/D7
       r.unlock_tail(t);
       pos = p;
       return;
@@ -187,7 +195,7 @@ void Reader::Impl::detach() noexcept {
   ReaderSlot& rs = h->readers[slot];
   if (rs.pid.load(std::memory_order_relaxed) == detail::self_pid()) {
     rc_release(*m, pos);
-    h->pinned.fetch_sub(1, std::memory_order_release);  // after our last RC access
+    h->pinned.fetch_sub(1, std::memory_order_release);  // R12: after our last RC access (R4); pairs with W6
     repair::free_reader_slot(rs);
   }
   slot = -1;
@@ -196,6 +204,8 @@ void Reader::Impl::detach() noexcept {
 bool Reader::Impl::has_data() const noexcept {
   std::uint64_t t = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1
   if (pos + 1 >= t) return false;
+  // P3: head (acquire): lost bytes count as something to read; only a hint, the read
+  // itself re-loads head (P1).
   if (kind == ReaderKind::passive && m->hdr->head.load(std::memory_order_acquire) > pos) return true;
   return m->rc(pos).load(std::memory_order_acquire) != kRcWriting;  // R2
 }
@@ -205,7 +215,8 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
   Header* h = mm.hdr;
   for (;;) {
     ReadResult res;
-    std::uint64_t head = h->head.load(std::memory_order_acquire);  // P1
+    // P1: head.load(acquire) before reading: behind it, the bytes are gone (lost).
+    std::uint64_t head = h->head.load(std::memory_order_acquire);
     if (pos < head) {
       res.status = ReadStatus::lost;
       res.lost = head - pos;
@@ -223,7 +234,9 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
       out.resize(static_cast<std::size_t>(len));
       mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
     }
-    std::atomic_thread_fence(std::memory_order_acquire);  // P2
+    // P2: fence(acquire), then head: pairs with W2. If a byte we copied was rewritten,
+    // we see the head that passed it, and the copy is discarded.
+    std::atomic_thread_fence(std::memory_order_acquire);
     std::uint64_t head2 = h->head.load(std::memory_order_relaxed);
     if (head2 > pos) continue;  // overwritten while we looked: reported as lost above
     if (!framed) {
@@ -259,7 +272,7 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
     if (!f.framed(pos, mm.size)) {
       // Our position is protected, so this is real damage: resynchronise at the tail.
       std::uint64_t q = t - 1;
-      rs.next_pos.store(q + 1, std::memory_order_relaxed);
+      rs.next_pos.store(q + 1, std::memory_order_relaxed);  // R7: as below
       if (!rc_acquire(mm, q)) {
         rs.next_pos.store(0, std::memory_order_relaxed);
         return res;
@@ -270,8 +283,8 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
       res.pos = pos;
       lost_total += res.lost;
       pos = q;
-      rs.pos.store(q, std::memory_order_release);  // R4
-      rs.next_pos.store(0, std::memory_order_release);
+      rs.pos.store(q, std::memory_order_release);  // R5: as below
+      rs.next_pos.store(0, std::memory_order_release);  // R6: as below
       return res;
     }
     auto kind_bits = static_cast<std::uint8_t>(word & kKindMask);
@@ -281,6 +294,8 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
       mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
     }
     std::uint64_t q = pos + 1 + vl + len;
+    // R7: next_pos = q + 1 (relaxed), published by R3's release half: a recount (U7)
+    // or recovery (D7) that sees our count at q sees where it came from.
     rs.next_pos.store(q + 1, std::memory_order_relaxed);
     if (!rc_acquire(mm, q)) {  // R3: protect the next position first
       // A writer has held the next RC byte for long: maybe it died. Check, retry later.
@@ -290,13 +305,13 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
       ring->unlock_tail(lt);
       return res;
     }
-    rc_release(mm, pos);  // R3: then leave the old one
+    rc_release(mm, pos);  // R4: then leave the old one
     res.pos = pos;
     pos = q;
-    // R4: pos before clearing next_pos, both release; the recount at head reads
-    // next_pos then pos (acquire), so it always finds a moving reader.
+    // R5: pos = q (release), then R6: next_pos = 0 (release); the recount at head reads
+    // next_pos then pos (U7, U8, acquire), so it always finds a moving reader.
     rs.pos.store(q, std::memory_order_release);
-    rs.next_pos.store(0, std::memory_order_release);
+    rs.next_pos.store(0, std::memory_order_release);  // R6
     if (!deliver) continue;
     rs.msgs_read.store(rs.msgs_read.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     rs.bytes_read.store(rs.bytes_read.load(std::memory_order_relaxed) + len, std::memory_order_relaxed);
@@ -317,6 +332,7 @@ Reader Reader::open(const std::string& path, const ReaderOptions& opts) {
   impl->m = impl->own.get();
   impl->kind = ReaderKind::passive;
   const Header* h = impl->m->hdr;
+  // P4: start position, head or tail - 1 (acquire); the first read re-checks with P1/R1.
   impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)
                                             : (h->tail.load(std::memory_order_acquire) & kPosMask) - 1;
   return Reader(std::move(impl));
@@ -332,7 +348,7 @@ Reader Reader::attach(Ring& ring, const ReaderOptions& opts) {
   } else {
     impl->kind = ReaderKind::passive;
     const Header* h = impl->m->hdr;
-    impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)
+    impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)  // P4: as in open
                                               : (h->tail.load(std::memory_order_acquire) & kPosMask) - 1;
   }
   return Reader(std::move(impl));
@@ -355,8 +371,10 @@ void Reader::wait(std::chrono::milliseconds timeout) {
   if (im.has_data()) return;
   if (im.kind == ReaderKind::pinned) {
     h->readers[im.slot].last_active_ns.store(detail::now_ns(), std::memory_order_relaxed);
-    h->waiters.fetch_add(1, std::memory_order_seq_cst);  // F1
-    std::uint32_t seq = h->futex.load(std::memory_order_seq_cst);
+    // K1: waiters.fetch_add (seq_cst) before the last look for data (has_data: R1, R2);
+    // pairs with W5 (Dekker): the writer sees us, or we see its batch.
+    h->waiters.fetch_add(1, std::memory_order_seq_cst);
+    std::uint32_t seq = h->futex.load(std::memory_order_seq_cst);  // K2: pairs with K6 (FUTEX_WAIT compares it)
     if (!im.has_data()) futex_wait(&h->futex, seq, timeout);
     h->waiters.fetch_sub(1, std::memory_order_relaxed);
     return;
@@ -379,12 +397,12 @@ bool Reader::stale() const { return impl_->m->stale(); }
 std::uint64_t Reader::position() const noexcept { return impl_->pos; }
 std::uint64_t Reader::lost_bytes() const noexcept { return impl_->lost_total; }
 std::uint64_t Reader::behind() const noexcept {
-  std::uint64_t t = impl_->m->hdr->tail.load(std::memory_order_acquire) & kPosMask;
+  std::uint64_t t = impl_->m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1: as in tail_for
   return t > impl_->pos + 1 ? t - impl_->pos - 1 : 0;
 }
 ReaderProgress Reader::progress() const noexcept {
   const Header* h = impl_->m->hdr;
-  return {h->instance_id, impl_->pos, h->tail.load(std::memory_order_acquire) & kPosMask, impl_->m->size};
+  return {h->instance_id, impl_->pos, h->tail.load(std::memory_order_acquire) & kPosMask, impl_->m->size};  // R1
 }
 int Reader::slot() const noexcept { return impl_->kind == ReaderKind::pinned ? impl_->slot : -1; }
 RingStats Reader::stats() const noexcept { return read_stats(*impl_->m->hdr); }

@@ -69,8 +69,10 @@ std::string validate_header(const Header* hp, std::uint64_t file_size) {
   }
   // head and tail move while we look: read head first, so that head <= tail holds.
   for (int attempt = 0;; ++attempt) {
+    // P5: head then tail (acquire); nothing pairs (W2's head store is relaxed): a pair
+    // caught mid-update fails the check and is read again.
     std::uint64_t head = h.head.load(std::memory_order_acquire);
-    std::uint64_t tail = h.tail.load(std::memory_order_acquire) & kPosMask;
+    std::uint64_t tail = h.tail.load(std::memory_order_acquire) & kPosMask;  // P5
     if (tail > head && tail - head <= h.area_size) break;
     if (attempt == 3) {
       std::snprintf(buf, sizeof buf,
@@ -121,6 +123,8 @@ std::optional<InflightBatch> inflight_batch(const Header& h, unsigned slot, std:
                                             std::uint64_t tail) noexcept {
   if (slot >= kWriterSlots) return std::nullopt;
   const WriterSlot& ws = h.writers[slot];
+  // T3: the in-flight record (W9, relaxed): under the tail lock, L1 ordered it after
+  // the dead writer's W3.
   std::uint64_t p1 = ws.inflight_pos.load(std::memory_order_relaxed);
   if (p1 == 0) return std::nullopt;
   InflightBatch b;
@@ -141,6 +145,7 @@ std::uint32_t live_readers_at(const View& v, std::uint64_t p, const Liveness& al
   for (auto& rs : v.hdr->readers) {
     std::uint32_t pid = rs.pid.load(std::memory_order_relaxed);
     if (pid &&
+        // D7: pos / next_pos (acquire); pair with R11/R5 and R7 (via R3)
         (rs.pos.load(std::memory_order_acquire) == p || rs.next_pos.load(std::memory_order_acquire) == p + 1) &&
         alive(pid, rs.start_time))
       ++n;
@@ -155,7 +160,7 @@ void write_pad(const View& v, std::uint64_t from, std::uint64_t to) noexcept {
   constexpr auto kPad = static_cast<std::uint64_t>(MsgKind::pad);
   std::uint64_t pos = from;
   for (;;) {
-    if (pos != from) v.put(pos, 0);
+    if (pos != from) v.put(pos, 0);  // T5: pad framing, inner RCs (relaxed), published by T6
     const std::uint64_t room = to - pos - 1;  // bytes for varint + payload
     std::size_t vl = 0;
     for (std::size_t c = 1; c <= kVarintMax && c <= room; ++c)
@@ -179,9 +184,11 @@ void write_pad(const View& v, std::uint64_t from, std::uint64_t to) noexcept {
 }
 
 bool discard_torn(const View& v, const InflightBatch& b) noexcept {
+  // T4: RC[x] (acquire) still 0xFF: the writer's W1 was never undone by its W4.
   if (b.end < b.x || b.end - b.x < 3 || v.rc(b.x).load(std::memory_order_acquire) != kRcWriting) return false;
   // [x+1, end-1) become pads: readers skip them, the framing stays valid.
   write_pad(v, b.x, b.end - 1);
+  // T6: RC[x] = saved (release) exposes the pads; pairs with R2/H1 as W4 would have.
   v.rc(b.x).store(static_cast<std::uint8_t>(std::min<std::uint32_t>(b.saved_rc, kRcMaxReaders)),
                   std::memory_order_release);
   v.hdr->torn_discarded.fetch_add(1, std::memory_order_relaxed);
@@ -193,7 +200,8 @@ bool undo_dead_lock(const View& v, std::uint64_t tail, const LockOwner& owner, s
   bool restored = false;
   if (tail >= 1) {
     auto rc = v.rc(tail - 1);
-    if (rc.load(std::memory_order_acquire) == kRcWriting) {
+    if (rc.load(std::memory_order_acquire) == kRcWriting) {  // D5: as in recover_dead_owner
+      // D8: RC[t-1] = the saved count (release); pairs with R2/R3 of the readers parked there.
       rc.store(static_cast<std::uint8_t>(std::min<std::uint32_t>(readers, kRcMaxReaders)), std::memory_order_release);
       restored = true;
     }
@@ -211,7 +219,7 @@ bool release_reader(const View& v, unsigned slot) noexcept {
   if (slot >= kReaderSlots) return false;
   Header* h = v.hdr;
   ReaderSlot& rs = h->readers[slot];
-  std::uint64_t pos = rs.pos.load(std::memory_order_acquire);
+  std::uint64_t pos = rs.pos.load(std::memory_order_acquire);  // U2: pairs with R11/R5 (pos, release)
   std::uint64_t head = h->head.load(std::memory_order_relaxed);
   std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
   if (pos != kNoPos) {  // else: died while attaching, before holding any RC byte
@@ -221,10 +229,11 @@ bool release_reader(const View& v, unsigned slot) noexcept {
       do {
         if (c == kRcWriting) return false;  // a writer is on it; try again next round
         if (c == 0) break;
+        // U3: RC decrement (release), as the reader's R4 would have; pairs with H1.
       } while (!rc.compare_exchange_weak(c, static_cast<std::uint8_t>(c - 1), std::memory_order_release,
                                          std::memory_order_relaxed));
     }
-    h->pinned.fetch_sub(1, std::memory_order_release);
+    h->pinned.fetch_sub(1, std::memory_order_release);  // U4: after the RC; pairs with W6
   }
   free_reader_slot(rs);
   h->readers_released.fetch_add(1, std::memory_order_relaxed);
@@ -236,12 +245,12 @@ void free_reader_slot(ReaderSlot& rs) noexcept {
   rs.pos.store(kNoPos, std::memory_order_relaxed);
   rs.mode = 0;
   rs.next_pos.store(0, std::memory_order_relaxed);
-  rs.pid.store(0, std::memory_order_release);
+  rs.pid.store(0, std::memory_order_release);  // S4: pid last (release); pairs with S3/U1/U6
 }
 
 void forget_writer(WriterSlot& ws) noexcept {
   ws.inflight_pos.store(0, std::memory_order_relaxed);
-  ws.pid.store(0, std::memory_order_release);
+  ws.pid.store(0, std::memory_order_release);  // S5: slot free after its record; pairs with S1
 }
 
 DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
@@ -249,7 +258,8 @@ DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
   Header* h = v.hdr;
   for (unsigned i = 0; i < kWriterSlots; ++i) {
     WriterSlot& ws = h->writers[i];
-    std::uint32_t pid = ws.pid.load(std::memory_order_acquire);
+    std::uint32_t pid = ws.pid.load(std::memory_order_acquire);  // T1: pairs with S1 (claim)
+    // T2: inflight_pos (relaxed, W9/W11 of that writer, ordered by L1): a batch in flight.
     if (pid == 0 || ws.inflight_pos.load(std::memory_order_relaxed) == 0 || alive(pid, ws.start_time)) continue;
     std::uint64_t head = h->head.load(std::memory_order_relaxed);
     std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
@@ -259,7 +269,7 @@ DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
   }
   for (unsigned i = 0; i < kReaderSlots; ++i) {
     ReaderSlot& rs = h->readers[i];
-    std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
+    std::uint32_t pid = rs.pid.load(std::memory_order_acquire);  // U1: pairs with S3 (claim)
     if (pid == 0 || alive(pid, rs.start_time)) continue;
     if (release_reader(v, i)) ++r.readers_released;
     else ++r.readers_busy;
@@ -268,15 +278,18 @@ DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
   // middle of a move) would pin the ring forever: recount it.
   std::uint64_t head = h->head.load(std::memory_order_relaxed);
   auto rc = v.rc(head);
-  std::uint8_t c = rc.load(std::memory_order_acquire);
+  std::uint8_t c = rc.load(std::memory_order_acquire);  // U5: RC[head]; pairs with R3/R10 (increments)
   if (c != 0 && c != kRcWriting) {
     unsigned live = 0;
     for (auto& rs : h->readers) {
-      std::uint32_t pid = rs.pid.load(std::memory_order_acquire);
-      std::uint64_t next = rs.next_pos.load(std::memory_order_acquire);  // pairs with R4
-      std::uint64_t at = rs.pos.load(std::memory_order_acquire);
+      std::uint32_t pid = rs.pid.load(std::memory_order_acquire);  // U6: pairs with S3/S4
+      // U7: next_pos, then U8: pos (acquire): pair with R6 then R5 (stored pos first,
+      // next_pos = 0 second), so a reader between the two halves of a move is counted.
+      std::uint64_t next = rs.next_pos.load(std::memory_order_acquire);
+      std::uint64_t at = rs.pos.load(std::memory_order_acquire);  // U8
       if (pid && (at == head || next == head + 1)) ++live;
     }
+    // U9: RC[head] CAS v -> 0 (acq_rel): fails if any reader moved meanwhile.
     if (live == 0 && rc.compare_exchange_strong(c, 0, std::memory_order_acq_rel)) {
       h->readers_released.fetch_add(1, std::memory_order_relaxed);
       r.head_recounted = true;

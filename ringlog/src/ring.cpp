@@ -3,24 +3,19 @@
 // shared ones of repair.cpp). It must never block on a reader (it drops instead) and
 // never leave a 0xFF readers-count byte at the tail.
 //
-// Ordered accesses and what they pair with:
-//  W1  xchg RC[tail-1] = 0xFF (acq_rel), under the tail lock, once the batch is known
-//      to fit: hides the batch area from readers until W4.
-//  W2  head.store + fence(release) before any byte of reclaimed space is rewritten;
-//      pairs with P2 (passive reader: fence(acquire) then head.load after copying).
-//  W3  tail.store(new_tail, release): unlocks and publishes; pairs with R1/P1
-//      (readers load tail, acquire) and with L1 (next locker's CAS, acquire).
-//  W4  RC[old tail-1].store(saved, release) after the copy: exposes the batch; pairs
-//      with R2/P1b (readers load the RC byte, acquire, and stop on 0xFF).
-//  W5  fence(seq_cst) then waiters.load: pairs with the reader's waiters.fetch_add
-//      before its last look for data (Dekker), so a sleeper is always woken.
-//  L1  tail CAS (acquire) takes the lock; pairs with W3 of the previous holder.
-//  H1  RC[head].load(acquire) in reclaim; pairs with the reader's RC decrement
-//      (release), so a reader's copy finishes before the bytes are reused.
-//  Q1  queue xchg (acq_rel) / cell.next and needed_tot release stores; the leader
-//      reads them with acquire before carrying the cell.
-//  Q2  cell.state exchange(done, acq_rel) by the leader; pairs with the waiter's
-//      acquire load; a parked waiter (kParked bit) is woken by a private futex.
+// Ordered accesses carry a label at the access saying what it pairs with; the table
+// of all labels, and what each one makes correct, is docs/RING.md section 3 (a test
+// keeps the two in step). Prefixes used here: W commit (the batch write), L tail lock,
+// H head reclaim, Q wait queue, S writer slots, D dead lock holder, T torn batch,
+// U dead pinned reader, K wake-ups. The pairings the write path rests on:
+//  W1 hide RC[t-1] (0xFF)  ->  R2/R3/H1 stop at it; W4 restores it after the copy
+//  W2 head, fence(release) ->  P2 (passive reader's fence(acquire) + head reload)
+//  W3 tail (release)       ->  R1 (readers' tail load), L1 (the next locker)
+//  W4 RC[t-1] (release)    ->  R2 (readers' RC load, acquire)
+//  W5 fence(seq_cst)       ->  K1 (a pinned reader announcing it will sleep)
+//  H1 RC[head] (acquire)   ->  R4/U3 (a reader leaving the byte, release)
+//  Q1/Q5/Q3 (publish)      ->  Q4/Q8/Q9 (the next writer, the leader)
+//  Q2 hand-over            ->  Q10/Q11 (the carried waiter)
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -113,17 +108,21 @@ std::vector<std::weak_ptr<Ring::Impl>> g_impls;
 std::uint32_t wait_carried(std::atomic<std::uint32_t>& state) noexcept {
   Backoff b;
   std::uint32_t st;
-  while ((st = state.load(std::memory_order_acquire)) == kWaiting) {  // Q2
+  // Q10: state.load(acquire); pairs with Q2: once it reads done or dropped, the leader
+  // no longer touches the cell, which may then die with this frame.
+  while ((st = state.load(std::memory_order_acquire)) == kWaiting) {
     if (b.n < 12) {
       b.pause();
       continue;
     }
     std::uint32_t expect = kWaiting;
+    // Q11: park flag CAS (acq_rel); pairs with Q2: either the leader's exchange sees
+    // kParked and wakes us, or this CAS fails on its result.
     if (state.compare_exchange_strong(expect, kWaiting | kParked, std::memory_order_acq_rel)) {
       do {
         ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAIT_PRIVATE, kWaiting | kParked,
                   nullptr, nullptr, 0);
-      } while ((st = state.load(std::memory_order_acquire)) == (kWaiting | kParked));
+      } while ((st = state.load(std::memory_order_acquire)) == (kWaiting | kParked));  // Q10: as above
       return st;
     }
   }
@@ -134,7 +133,9 @@ std::uint32_t wait_carried(std::atomic<std::uint32_t>& state) noexcept {
 // the exchange is done (its owner returns): only its address is used after that, and
 // a stray wake on a reused address is harmless (futex waiters re-check).
 void release_carried(std::atomic<std::uint32_t>& state, std::uint32_t result) noexcept {
-  if (state.exchange(result, std::memory_order_acq_rel) & kParked)  // Q2
+  // Q2: state.exchange(done or dropped, acq_rel); pairs with Q10/Q11 of the waiter:
+  // its cell was copied (or dropped) before this; the old value tells whether it parked.
+  if (state.exchange(result, std::memory_order_acq_rel) & kParked)
     ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
@@ -285,6 +286,8 @@ int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
             process_alive(static_cast<pid_t>(cur), ws.start_time))
           continue;
       }
+      // S1: pid CAS (acq_rel) claims the slot; pairs with S2/S5 (pid cleared, release,
+      // after its in-flight record): a slot taken over has nothing in flight.
       if (ws.pid.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) {
         ws.tid = detail::self_tid();
         ws.start_time = self_start_time();
@@ -314,7 +317,7 @@ void Ring::Impl::free_writer_slot(int slot) noexcept {
   WriterSlot& ws = m.hdr->writers[slot];
   std::uint32_t pid = self_pid();
   if (ws.inflight_pos.load(std::memory_order_relaxed) == 0)
-    ws.pid.compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+    ws.pid.compare_exchange_strong(pid, 0, std::memory_order_acq_rel);  // S2: free our slot; pairs with S1
 }
 
 Ring::Impl::~Impl() {
@@ -327,7 +330,7 @@ Ring::Impl::~Impl() {
       WriterSlot& ws = m.hdr->writers[i];
       std::uint32_t cur = pid;
       if (ws.inflight_pos.load(std::memory_order_relaxed) == 0)
-        ws.pid.compare_exchange_strong(cur, 0, std::memory_order_acq_rel);
+        ws.pid.compare_exchange_strong(cur, 0, std::memory_order_acq_rel);  // S2: as in free_writer_slot
     }
   }
 }
@@ -337,15 +340,18 @@ Ring::Impl::~Impl() {
 bool Ring::Impl::try_lock_tail(std::uint64_t& t) noexcept {
   t = m.hdr->tail.load(std::memory_order_relaxed);
   if (t & kTailLock) return false;
-  // L1: take the lock.
+  // L1: tail CAS sets the lock bit (acquire); pairs with W3/L4 of the previous holder:
+  // head, the trailing RC, in-flight records and counters are seen as it left them.
   return m.hdr->tail.compare_exchange_strong(t, t | kTailLock, std::memory_order_acquire,
                                              std::memory_order_relaxed);
 }
 
 void Ring::Impl::unlock_tail(std::uint64_t t) noexcept {
+  // L3: owner word and saved RC forgotten (relaxed), ordered before L4: the next
+  // holder starts from "unknown" (D1 then waits for its L2).
   m.hdr->owner.store(0, std::memory_order_relaxed);
   m.hdr->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
-  m.hdr->tail.store(t, std::memory_order_release);  // W3
+  m.hdr->tail.store(t, std::memory_order_release);  // L4: unlock without publishing; pairs with L1
 }
 
 std::uint64_t Ring::Impl::lock_tail(int slot) noexcept {
@@ -354,6 +360,7 @@ std::uint64_t Ring::Impl::lock_tail(int slot) noexcept {
   for (;;) {
     std::uint64_t t;
     if (try_lock_tail(t)) {
+      // L2: owner word (relaxed), read by D1 of a waiter that suspects we died.
       m.hdr->owner.store(owner_word(self_pid(), static_cast<std::uint32_t>(slot)), std::memory_order_relaxed);
       return t;
     }
@@ -376,6 +383,8 @@ std::uint64_t Ring::Impl::lock_tail(int slot) noexcept {
 void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
   Header* h = m.hdr;
   if (!(locked & kTailLock)) return;
+  // D1: owner.load(acquire). The owner stored it relaxed (L2) and may be dead: nothing
+  // to pair with. A stale value is harmless: D2's CAS succeeds only on the current one.
   std::uint64_t o = h->owner.load(std::memory_order_acquire);
   repair::LockOwner dead;  // the owner named by o; none when o is 0
   if (o != 0) {
@@ -401,16 +410,21 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     if (!any_dead) return;
   }
   std::uint64_t mine = owner_word(self_pid(), 0xfffffffeu);
+  // D2: owner CAS dead word -> ours (acq_rel): of several waiters, one recovers.
   if (!h->owner.compare_exchange_strong(o, mine, std::memory_order_acq_rel)) return;
+  // D3: tail.load(acquire) still the locked value the owner took (its L1 RMW continues
+  // the release sequence of the previous W3/L4, which we thus see).
   if (h->tail.load(std::memory_order_acquire) != locked) {
-    h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);
+    h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);  // D4: give the word back
     return;
   }
   // Undo what the dead owner may have started (repair.cpp): the RC at t-1 gets the
   // count it saved, or, if it died before saving it, the live pinned readers parked there.
   std::uint64_t t = locked & kPosMask;
   const repair::View v = m.view();
-  std::uint32_t saved = h->owner_saved_rc.load(std::memory_order_relaxed);
+  std::uint32_t saved = h->owner_saved_rc.load(std::memory_order_relaxed);  // D6: the dead owner's W7
+  // D5: RC[t-1] (acquire) is 0xFF: the dead owner's W1, never restored; if it died
+  // before W7, recount the readers parked there (D7).
   if (saved >= kRcUnknown && m.rc(t - 1).load(std::memory_order_acquire) == kRcWriting)
     saved = repair::live_readers_at(v, t - 1, repair::system_alive);
   repair::undo_dead_lock(v, t, dead, saved);
@@ -458,14 +472,16 @@ bool Ring::Impl::wait_for_writer(std::uint64_t pos) noexcept {
 
 void Ring::Impl::wake_readers() noexcept {
   Header* h = m.hdr;
-  // Only one writer wakes at a time; the others leave a note for it.
-  h->wake_again.store(1, std::memory_order_seq_cst);
-  if (h->waking.exchange(1, std::memory_order_seq_cst)) return;
+  // Only one writer wakes at a time; the others leave a note for it. All seq_cst: the
+  // flags form a Dekker pair (K3 before K4 here, K7 before K8 in the waker).
+  h->wake_again.store(1, std::memory_order_seq_cst);  // K3: leave the note
+  if (h->waking.exchange(1, std::memory_order_seq_cst)) return;  // K4: become the waker, or go
   do {
-    h->wake_again.store(0, std::memory_order_seq_cst);
-    h->futex.fetch_add(1, std::memory_order_seq_cst);
+    h->wake_again.store(0, std::memory_order_seq_cst);  // K5: notes so far are served
+    h->futex.fetch_add(1, std::memory_order_seq_cst);  // K6: bump the word; pairs with K2
     futex_wake_all(&h->futex);
-    h->waking.store(0, std::memory_order_seq_cst);
+    h->waking.store(0, std::memory_order_seq_cst);  // K7: stop waking; pairs with K4
+    // K8: a note left meanwhile (K3 of a writer whose K4 failed): wake once more (K4).
   } while (h->wake_again.load(std::memory_order_seq_cst) && !h->waking.exchange(1, std::memory_order_seq_cst));
 }
 
@@ -486,7 +502,9 @@ template <bool Pow2>
   if (head + m.size >= new_tail) [[likely]] return true;
   const std::uint64_t want = new_tail - m.size;
   do {
-    std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);  // H1
+    // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
+    // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
+    std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
     std::uint64_t span = rc == 0 ? message_span(m, head, t) : 0;
     if (span == 0 || head + span > t - 1) [[unlikely]] {  // held, or damaged framing: do not guess
       held = rc;
@@ -533,7 +551,7 @@ template <bool Pow2>
 
 inline Cell* wait_next(const Cell* c) noexcept {
   Backoff b;
-  while (!c->linked.load(std::memory_order_acquire)) b.pause();  // Q1
+  while (!c->linked.load(std::memory_order_acquire)) b.pause();  // Q9: pairs with Q3
   return c->next.load(std::memory_order_relaxed);
 }
 
@@ -562,7 +580,7 @@ template <bool Single, bool Pow2>
     needed = leader->needed;
     count = 1;
   } else {
-    needed = leader->needed_tot.load(std::memory_order_acquire);
+    needed = leader->needed_tot.load(std::memory_order_acquire);  // Q8: pairs with Q5
     count = leader->count_tot.load(std::memory_order_relaxed);
   }
   RINGLOG_HOOK("locked");
@@ -579,6 +597,7 @@ template <bool Single, bool Pow2>
   // reader, back-to-back dropping writers keep that byte at 0xFF and the reader can
   // never step onto it: a livelock (seen in the kill test). Reclaim needs no 0xFF to
   // stop at tail-1: it stops at any RC != 0 and never steps past tail-1.
+  // H2: head (relaxed): only lock holders store it (W2), and L1 ordered us after them.
   std::uint64_t old_head = h->head.load(std::memory_order_relaxed);
   std::uint64_t head = old_head;
   std::uint8_t held = 0;
@@ -618,32 +637,40 @@ template <bool Single, bool Pow2>
     return kDropped;
   }
 
-  // W1. With no pinned reader attached (read under the tail lock, which attaching
-  // also takes; pairs with the release decrement in detach), nobody else modifies RC
-  // bytes: a plain load and store suffice, and no reader can be asleep on the futex.
-  // Nor can any reader sit at tail-1, so the saved count (0) is not recorded for a
-  // recovery: owner_saved_rc stays "unknown" (kRcUnknown, as every unlock leaves it)
-  // and a recovery recounts the live pinned readers there, of which there are none.
+  // With no pinned reader attached (read under the tail lock, which attaching also
+  // takes), nobody else modifies RC bytes: a plain load and store suffice for W1, and
+  // no reader can be asleep on the futex. Nor can any reader sit at tail-1, so the
+  // saved count (0) is not recorded for a recovery: owner_saved_rc stays "unknown"
+  // (kRcUnknown, as every unlock leaves it) and a recovery recounts the live pinned
+  // readers there, of which there are none.
+  // W6: pinned.load(acquire); pairs with R12/U4 (release decrements after the RC
+  // bytes were left) and, through L1, with R9 (increment under the lock).
   const bool pinned = h->pinned.load(std::memory_order_acquire) != 0;
   std::uint8_t saved;
   if (pinned) {
+    // W1: RC[t-1] exchange 0xFF (acq_rel): hides the batch; serialised with the
+    // readers' R3 CAS on that byte, so `saved` holds every reader that got there first.
     saved = m.rc(t - 1).exchange(kRcWriting, std::memory_order_acq_rel);
   } else {
     saved = m.rc(t - 1).load(std::memory_order_relaxed);
-    m.rc(t - 1).store(kRcWriting, std::memory_order_relaxed);  // ordered before W3 (release)
+    m.rc(t - 1).store(kRcWriting, std::memory_order_relaxed);  // W1: unpinned, ordered before W3
   }
   const bool saved_noted = pinned || saved != 0;
-  if (saved_noted) h->owner_saved_rc.store(saved, std::memory_order_relaxed);
+  if (saved_noted) h->owner_saved_rc.store(saved, std::memory_order_relaxed);  // W7: for D6
   RINGLOG_HOOK("tagged");
   std::uint64_t new_tail = t + needed + note_need;
   if (head != old_head) {
+    // W2: head.store, then fence(release) before any reclaimed byte is rewritten;
+    // pairs with P2: a passive reader that read one of those bytes sees this head.
     h->head.store(head, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // W2
     RINGLOG_HOOK("head_moved");
   }
-  m.rc(new_tail - 1).store(0, std::memory_order_relaxed);
+  m.rc(new_tail - 1).store(0, std::memory_order_relaxed);  // W8: trailing RC, published by W3
   if (slot >= 0) {
     WriterSlot& ws = h->writers[slot];
+    // W9: the in-flight record (relaxed), published by W3 to the lock holder that may
+    // discard the batch if we die (T2, T3).
     ws.saved_rc.store(saved, std::memory_order_relaxed);
     ws.inflight_end.store(new_tail, std::memory_order_relaxed);
     ws.inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
@@ -661,9 +688,11 @@ template <bool Single, bool Pow2>
   h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   r.check_dead_periodic();
   // Unlock (as unlock_tail, which also resets owner_saved_rc: only needed if we set it).
-  h->owner.store(0, std::memory_order_relaxed);
+  h->owner.store(0, std::memory_order_relaxed);  // L3: as in unlock_tail
   if (saved_noted) h->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
-  h->tail.store(new_tail, std::memory_order_release);  // W3: the next writer may go on while we copy
+  // W3: tail.store(new_tail, release) unlocks and publishes before the copy; pairs
+  // with R1 and L1. The next writer may go on while we copy.
+  h->tail.store(new_tail, std::memory_order_release);
   RINGLOG_HOOK("unlocked");
 
   // The drop notice goes first: readers learn of the gap before what follows it.
@@ -674,10 +703,11 @@ template <bool Single, bool Pow2>
     pos = copy_message(m, pos, nm);
   }
   if constexpr (Single) {
-    if (pos != t - 1) [[unlikely]] m.rc(pos).store(0, std::memory_order_relaxed);
+    if (pos != t - 1) [[unlikely]] m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
     copy_message(m, pos, *leader);
   } else {
     for (Cell* c = leader; c;) {
+      // W10: inner RC = 0 (relaxed): behind the 0xFF, published by W4.
       if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
       pos = copy_message(m, pos, *c);
       Cell* nx = wait_next(c);
@@ -686,12 +716,18 @@ template <bool Single, bool Pow2>
     }
   }
   RINGLOG_HOOK("copied");
-  m.rc(t - 1).store(saved, std::memory_order_release);  // W4: expose the batch
+  // W4: RC[t-1] = saved (release) exposes the batch; pairs with R2 (and H1): a reader
+  // that sees a value other than 0xFF sees every byte of the batch.
+  m.rc(t - 1).store(saved, std::memory_order_release);
   RINGLOG_HOOK("exposed");
+  // W11: in-flight record cleared (relaxed); a later T2 that still sees it finds RC[x]
+  // restored (T4) and discards nothing.
   if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
 
   if (pinned) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // W5
+    // W5: fence(seq_cst) then waiters (relaxed); pairs with K1 (Dekker): either we see
+    // the sleeper's increment, or its last look (R1/R2) sees our batch.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (h->waiters.load(std::memory_order_relaxed)) r.wake_readers();
   }
   return kDone;
@@ -730,7 +766,7 @@ namespace {
     std::uint64_t t = h->tail.load(std::memory_order_relaxed);
     if (!(t & kTailLock)) {
       if (h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed)) {  // L1
-        h->owner.store(ctx.owner, std::memory_order_relaxed);
+        h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
         std::uint32_t res = r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
         return res == kRetry ? commit_again<true>(r, ctx.slot, &msg) : res;
       }
@@ -741,24 +777,28 @@ namespace {
     detail::cpu_relax();
   }
   Cell cell(msg);
-  Cell* prev = static_cast<Cell*>(queue.exchange(&cell, std::memory_order_acq_rel));  // Q1
+  // Q1: queue head exchange (acq_rel): we are the newest; prev (older) is ours to carry
+  // if we lead. Release: our cell's message is visible to whoever takes it from here.
+  Cell* prev = static_cast<Cell*>(queue.exchange(&cell, std::memory_order_acq_rel));
   cell.next.store(prev, std::memory_order_relaxed);
-  cell.linked.store(true, std::memory_order_release);
+  cell.linked.store(true, std::memory_order_release);  // Q3: next is valid; pairs with Q9
   std::uint64_t tot = cell.needed, cnt = 1;
   if (prev) {
     Backoff b;
     std::uint64_t pt;
+    // Q4: the older cell's running total (acquire); pairs with its Q5.
     while ((pt = prev->needed_tot.load(std::memory_order_acquire)) == kNotReady) b.pause();
     tot += pt;
     cnt += prev->count_tot.load(std::memory_order_relaxed);
   }
   cell.count_tot.store(cnt, std::memory_order_relaxed);
-  cell.needed_tot.store(tot, std::memory_order_release);
+  cell.needed_tot.store(tot, std::memory_order_release);  // Q5: running total; pairs with Q4/Q8
 
   Backoff b;
   std::uint64_t seen = 0, since = 0;
   for (;;) {
-    if (queue.load(std::memory_order_acquire) != &cell) break;  // a newer writer carries us
+    // Q6: queue head (acquire) no longer us: a newer writer (its Q1) carries us.
+    if (queue.load(std::memory_order_acquire) != &cell) break;
     std::uint64_t t = h->tail.load(std::memory_order_relaxed);
     if (t & kTailLock) {
       // Spin on a plain load; only try the atomic once the lock looks free.
@@ -781,8 +821,10 @@ namespace {
     }
     if (!h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed))
       continue;  // L1
-    h->owner.store(ctx.owner, std::memory_order_relaxed);
+    h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
     void* expect = &cell;
+    // Q7: queue CAS us -> empty (acq_rel): we lead the chain; a later arrival starts a
+    // new one. Fails if someone queued behind us: they lead, we are carried.
     if (!queue.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed)) {
       r.unlock_tail(t);  // someone queued behind us meanwhile: they lead now
       break;
@@ -817,7 +859,7 @@ namespace {
   std::uint32_t res;
   std::uint64_t t;
   if (ctx.queue->head.load(std::memory_order_relaxed) == nullptr && r.try_lock_tail(t)) [[likely]] {
-    h->owner.store(ctx.owner, std::memory_order_relaxed);
+    h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
     res = r.m.mask ? commit<true, true>(r, ctx.slot, t, &msg) : commit<true, false>(r, ctx.slot, t, &msg);
     if (res == kRetry) [[unlikely]] res = commit_again<true>(r, ctx.slot, &msg);
   } else {

@@ -47,6 +47,7 @@ struct Mapping {
   // Offset of an absolute position: a mask for power-of-two areas (the default), a
   // division otherwise; the branch always goes the same way for one ring.
   std::uint64_t off(std::uint64_t pos) const noexcept { return mask ? (pos & mask) : (pos % size); }
+  // The readers-count byte at pos, shared by every process mapping the ring.
   std::atomic_ref<std::uint8_t> rc(std::uint64_t pos) const noexcept {
     return std::atomic_ref<std::uint8_t>(area[off(pos)]);
   }
