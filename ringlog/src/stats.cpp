@@ -2,18 +2,20 @@
 // adds and removes groups under the directory seqlock. The hot path is in stats.hpp
 // (Group::add); this file must never put a lock or a shared line on it.
 //
-// Ordered accesses (the directory seqlock; readers are in stats_reader.cpp). No fences:
-// ThreadSanitizer does not model them, and on x86 release/acquire words are plain moves.
-//   S1: generation.store(odd, relaxed), sequenced before S2.
-//   S2: entry and descriptor words stored with release (store_words) -- pairs with R2
-//       (reader loads them with acquire): a reader that saw any word written after S1
-//       also sees S1, so its R3 finds the generation changed and it retries.
-//   S3: generation.store(even, release) -- pairs with R1 (reader loads generation, acquire):
-//       a reader that sees the new even generation sees every word written before S3.
-//   S4: slabs_hwm / groups_hwm store release -- pairs with the reader's acquire loads:
-//       a slab or entry counted in the high-water mark has its header written.
-//   S5: zeroing a new group's slots (relaxed) is sequenced before S1, so a reader that
-//       sees the group (after R1 of a later generation) sees the zeros or later sums.
+// Ordered accesses (the directory seqlock; readers are in stats_reader.cpp). Labels: SW
+// the stats writer, SR the stats reader; the table is in docs/FORMAT-stats.md. No
+// fences: ThreadSanitizer does not model them, and on x86 release/acquire words are
+// plain moves.
+//   SW1: generation.store(odd, relaxed), sequenced before SW2.
+//   SW2: entry and descriptor words stored with release (store_words) -- pairs with SR2
+//        (reader loads them with acquire): a reader that saw any word written after SW1
+//        also sees SW1, so its SR3 finds the generation changed and it retries.
+//   SW3: generation.store(even, release) -- pairs with SR1 (reader loads generation,
+//        acquire): a reader that sees the new even generation sees every word before SW3.
+//   SW4: slabs_hwm / groups_hwm store release -- pairs with SR4 (the reader's acquire
+//        loads): a slab or entry counted in the high-water mark has its header written.
+//   SW5: zeroing a new group's slots (relaxed) is sequenced before SW1, so a reader that
+//        sees the group (after SR1 of a later generation) sees the zeros or later sums.
 // Increments themselves are relaxed single-word load+store by the slab's only writer.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -140,13 +142,13 @@ std::string validate_header(const format::Header& h, std::uint64_t file_size) {
 void load_words(void* dst, const void* src, std::size_t n) noexcept {
   auto* d = static_cast<std::uint64_t*>(dst);
   auto* s = static_cast<std::uint64_t*>(const_cast<void*>(src));
-  for (std::size_t i = 0; i < n / 8; ++i) d[i] = std::atomic_ref<std::uint64_t>(s[i]).load(std::memory_order_acquire);  // R2
+  for (std::size_t i = 0; i < n / 8; ++i) d[i] = std::atomic_ref<std::uint64_t>(s[i]).load(std::memory_order_acquire);  // SR2
 }
 
 void store_words(void* dst, const void* src, std::size_t n) noexcept {
   auto* d = static_cast<std::uint64_t*>(dst);
   const auto* s = static_cast<const std::uint64_t*>(src);
-  for (std::size_t i = 0; i < n / 8; ++i) std::atomic_ref<std::uint64_t>(d[i]).store(s[i], std::memory_order_release);  // S2
+  for (std::size_t i = 0; i < n / 8; ++i) std::atomic_ref<std::uint64_t>(d[i]).store(s[i], std::memory_order_release);  // SW2
 }
 
 std::string clean_string(const char* p, std::size_t cap) {
@@ -172,7 +174,7 @@ std::uint32_t StatsImpl::claim_slab() noexcept {
   sh->owner_tid = ringlog::detail::self_tid();
   sh->claims.fetch_add(1, std::memory_order_relaxed);
   sh->owner_pid.store(ringlog::detail::self_pid(), std::memory_order_relaxed);
-  // S4: the slab counts for readers from now on.
+  // SW4: the slab counts for readers from now on.
   if (s + 1 > hdr->slabs_hwm.load(std::memory_order_relaxed)) hdr->slabs_hwm.store(s + 1, std::memory_order_release);
   return s;
 }
@@ -188,12 +190,12 @@ void StatsImpl::release_slab(std::uint32_t s) noexcept {
 
 void StatsImpl::begin_change() noexcept {
   std::uint64_t g = hdr->generation.load(std::memory_order_relaxed);
-  hdr->generation.store(g + 1, std::memory_order_relaxed);  // S1
+  hdr->generation.store(g + 1, std::memory_order_relaxed);  // SW1
 }
 
 void StatsImpl::end_change() noexcept {
   std::uint64_t g = hdr->generation.load(std::memory_order_relaxed);
-  hdr->generation.store(g + 1, std::memory_order_release);  // S3
+  hdr->generation.store(g + 1, std::memory_order_release);  // SW3
 }
 
 void StatsImpl::remove_group(std::uint32_t entry) noexcept {
@@ -313,7 +315,9 @@ void Stats::register_thread() noexcept {
 }
 
 const std::string& Stats::path() const noexcept { return impl_->m.path; }
-std::uint64_t Stats::generation() const noexcept { return impl_->hdr->generation.load(std::memory_order_acquire); }
+std::uint64_t Stats::generation() const noexcept {
+  return impl_->hdr->generation.load(std::memory_order_acquire);  // SR1: as a reader's
+}
 std::uint64_t Stats::instance_id() const noexcept { return impl_->hdr->instance_id; }
 
 Stats Stats::create_instance(std::string_view instance, const StatsOptions& opts) {
@@ -443,9 +447,11 @@ Group Stats::add_group(std::string_view kind, std::string_view ident, std::span<
 
   // Slots of a removed group start again from zero in every slab (nobody may still add to
   // a removed group). Readers do not look at them until the entry is published below.
+  // SR4: slabs_hwm (acquire) as a reader would, pairs with SW4 of a thread claiming a slab.
   const std::uint32_t hwm = std::min(im.hdr->slabs_hwm.load(std::memory_order_acquire), im.hdr->max_slabs);
   for (std::uint32_t s = 0; s < hwm; ++s) {
     std::uint64_t* v = im.slab_values(s);
+    // SW5: zeros (relaxed), sequenced before SW1.
     for (std::uint32_t k = first; k < first + n; ++k) std::atomic_ref<std::uint64_t>(v[k]).store(0, std::memory_order_relaxed);
   }
 
@@ -470,7 +476,7 @@ Group Stats::add_group(std::string_view kind, std::string_view ident, std::span<
   std::memcpy(e.ident, ident.data(), ident.size());
   detail::store_words(&im.groups[entry], &e, sizeof e);
   if (entry + 1 > im.hdr->groups_hwm.load(std::memory_order_relaxed))
-    im.hdr->groups_hwm.store(entry + 1, std::memory_order_release);  // S4
+    im.hdr->groups_hwm.store(entry + 1, std::memory_order_release);  // SW4
   im.hdr->live_groups.fetch_add(1, std::memory_order_relaxed);
   im.hdr->live_counters.fetch_add(n, std::memory_order_relaxed);
   im.end_change();

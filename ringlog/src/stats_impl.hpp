@@ -44,7 +44,7 @@ void store_words(void* dst, const void* src, std::size_t n) noexcept;
 
 // A slab value, read whole (acquire: keeps the seqlock re-check after it).
 inline std::uint64_t load_value(const std::uint64_t& w) noexcept {
-  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(w)).load(std::memory_order_acquire);
+  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(w)).load(std::memory_order_acquire);  // SR2
 }
 
 // A string field of the file, bounded and made printable (the file is not trusted).

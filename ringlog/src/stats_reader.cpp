@@ -2,11 +2,12 @@
 // (retrying the directory seqlock), and join the RING group read from the ring beside it.
 // A reader never writes to the file and never trusts it: every index is bounds-checked.
 //
-// Ordered accesses (pairings with the writer in stats.cpp):
-//   R1: generation.load(acquire)  -- pairs with S3: the entries of that generation are visible.
-//   R2: entries, descriptors and values loaded with acquire (load_words, load_value) --
-//       pairs with S2; keeps R3 after them.
-//   R3: generation.load(relaxed) == R1 value, else the snapshot is retried.
+// Ordered accesses (pairings with the writer in stats.cpp; table in docs/FORMAT-stats.md):
+//   SR1: generation.load(acquire) -- pairs with SW3: the entries of that generation are visible.
+//   SR2: entries, descriptors and values loaded with acquire (load_words, load_value) --
+//        pairs with SW2; keeps SR3 after them.
+//   SR3: generation.load(relaxed) == SR1 value, else the snapshot is retried.
+//   SR4: groups_hwm / slabs_hwm (acquire) -- pairs with SW4.
 #include <sched.h>
 #include <sys/stat.h>
 
@@ -90,7 +91,7 @@ StatsReader StatsReader::open(const std::string& path) {
 const std::string& StatsReader::path() const noexcept { return impl_->m.path; }
 bool StatsReader::stale() const { return impl_->m.stale(); }
 std::uint64_t StatsReader::generation() const noexcept {
-  return impl_->hdr->generation.load(std::memory_order_acquire);
+  return impl_->hdr->generation.load(std::memory_order_acquire);  // SR1
 }
 
 void StatsReader::Impl::read_groups(Snapshot& s) const {
@@ -98,8 +99,8 @@ void StatsReader::Impl::read_groups(Snapshot& s) const {
   const auto* groups = reinterpret_cast<const GroupEntry*>(base + h.groups_off);
   const auto* descs = reinterpret_cast<const DescEntry*>(base + h.descs_off);
   const std::uint8_t* slabs = base + h.slabs_off;
-  const std::uint32_t ngroups = std::min(hdr->groups_hwm.load(std::memory_order_acquire), h.max_groups);
-  const std::uint32_t nslabs = std::min(hdr->slabs_hwm.load(std::memory_order_acquire), h.max_slabs);
+  const std::uint32_t ngroups = std::min(hdr->groups_hwm.load(std::memory_order_acquire), h.max_groups);  // SR4
+  const std::uint32_t nslabs = std::min(hdr->slabs_hwm.load(std::memory_order_acquire), h.max_slabs);     // SR4
 
   std::vector<GroupEntry> live;
   for (std::uint32_t i = 0; i < ngroups; ++i) {
@@ -136,7 +137,7 @@ void StatsReader::Impl::read_groups(Snapshot& s) const {
     for (std::uint32_t sl = 0; sl < nslabs; ++sl) {
       const auto* v = reinterpret_cast<const std::uint64_t*>(slabs + sl * h.slab_stride + sizeof(SlabHeader));
       for (std::uint32_t k = 0; k < e.n_counters; ++k) {
-        std::uint64_t x = detail::load_value(v[e.first_slot + k]);  // R2
+        std::uint64_t x = detail::load_value(v[e.first_slot + k]);  // SR2
         CounterValue& c = s.counters[first_out + k];
         c.raw = c.type == Type::bitmap ? (c.raw | x) : c.raw + x;
       }
@@ -148,14 +149,14 @@ Snapshot StatsReader::snapshot() const {
   const format::Header* hdr = impl_->hdr;
   for (unsigned attempt = 0; attempt < 10000; ++attempt) {
     Snapshot s;
-    std::uint64_t g1 = hdr->generation.load(std::memory_order_acquire);  // R1
+    std::uint64_t g1 = hdr->generation.load(std::memory_order_acquire);  // SR1
     if (g1 & 1) {
       if (attempt > 100) std::this_thread::sleep_for(std::chrono::microseconds(100));
       else sched_yield();
       continue;
     }
-    impl_->read_groups(s);                                               // R2
-    if (hdr->generation.load(std::memory_order_relaxed) != g1) continue; // R3
+    impl_->read_groups(s);                                               // SR2
+    if (hdr->generation.load(std::memory_order_relaxed) != g1) continue; // SR3
     s.timestamp_ns = ringlog::detail::now_ns();
     s.created_ns = impl_->h.created_ns;
     s.generation = g1;
