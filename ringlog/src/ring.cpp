@@ -70,6 +70,10 @@ struct Cell : Msg {
   std::atomic<bool> linked{false};  // next is valid
   std::atomic<std::uint32_t> state{kWaiting};
 };
+static_assert(sizeof(Cell) <= 2 * 64, "a queued writer's cell is at most two cache lines: the leader reads each one");
+static_assert(std::atomic<Cell*>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
+              "cell links and running totals are lock-free: waiters spin on them");
+static_assert(((kDone | kDropped) & kParked) == 0 && kWaiting == 0, "the park bit is apart from the results");
 
 std::atomic<unsigned> g_next_thread_index{0};
 thread_local unsigned t_thread_index = ~0u;

@@ -29,6 +29,20 @@ namespace ringlog::detail {
 
 using format::Header;
 
+// What the ring's protocol takes for granted about the platform's atomics. Words in the
+// file are shared between processes: only lock-free atomics are address-free, and a
+// std::atomic in the file must be the plain word that other processes see.
+static_assert(std::atomic_ref<std::uint8_t>::is_always_lock_free,
+              "RC bytes are RMW'd by several processes through atomic_ref: it must be lock-free");
+static_assert(std::atomic_ref<std::uint8_t>::required_alignment == 1,
+              "an RC byte may sit at any offset of the area");
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic_ref<std::uint64_t>::is_always_lock_free,
+              "head, tail (with its lock bit) and the slot words are lock-free 64-bit atomics");
+static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && alignof(std::atomic<std::uint32_t>) == 4,
+              "futex words (Header::futex, a queue cell's state) must be plain aligned 32-bit words");
+static_assert(std::atomic<void*>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "wait-queue heads and cell links are lock-free (a waiter spins on them)");
+
 // A mapped ring file, read-write or read-only, validated on open.
 struct Mapping {
   std::string path;
@@ -126,6 +140,8 @@ struct Ring::Impl {
   struct alignas(64) Queue {
     std::atomic<void*> head{nullptr};
   };
+  static_assert(sizeof(Queue) == 64 && alignof(Queue) == 64,
+                "each wait queue has its own cache line: writers of different queues must not share one");
   std::unique_ptr<Queue[]> queues;
   std::uint64_t max_payload = 0;
   std::uint64_t id = 0;  // process-unique id of this Impl, for thread-local slot caches
