@@ -4,6 +4,7 @@
 // one shared atomic fetch_add per increment. A task is 20 increments everywhere.
 // Prints the ratios its targets are stated in: slabs 2 threads / 1 thread (>= 1.8 where two
 // cores are free) and slabs / mutex baseline at 16 threads (>= 10).
+// bench-link: ringproxy_counters
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -18,9 +19,10 @@
 #include <string>
 
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 
 namespace {
 
@@ -28,17 +30,17 @@ constexpr int kPerTask = 20;
 // The 20 increments of one task: what a request does to MAIN (a mix of counters,
 // byte counts and a gauge up and down), the same in every variant.
 struct Inc {
-  rs::main::Id id;
+  pc::main::Id id;
   std::uint64_t n;
 };
 constexpr Inc kTask[kPerTask] = {
-    {rs::main::sess_conn, 1},        {rs::main::sess_active, 1},      {rs::main::client_req, 1},
-    {rs::main::s_req_hdrbytes, 412}, {rs::main::cache_hit, 1},        {rs::main::s_resp_hdrbytes, 280},
-    {rs::main::s_resp_bodybytes, 9000}, {rs::main::log_txn, 1},       {rs::main::client_req, 1},
-    {rs::main::s_req_hdrbytes, 398}, {rs::main::cache_miss, 1},       {rs::main::backend_req, 1},
-    {rs::main::backend_reuse, 1},    {rs::main::fetch_time, 1200000}, {rs::main::s_resp_hdrbytes, 301},
-    {rs::main::s_resp_bodybytes, 14000}, {rs::main::req_time, 1500000}, {rs::main::log_txn, 1},
-    {rs::main::sess_closed, 1},      {rs::main::sess_active, std::uint64_t(0) - 1},
+    {pc::main::sess_conn, 1},        {pc::main::sess_active, 1},      {pc::main::client_req, 1},
+    {pc::main::s_req_hdrbytes, 412}, {pc::main::cache_hit, 1},        {pc::main::s_resp_hdrbytes, 280},
+    {pc::main::s_resp_bodybytes, 9000}, {pc::main::log_txn, 1},       {pc::main::client_req, 1},
+    {pc::main::s_req_hdrbytes, 398}, {pc::main::cache_miss, 1},       {pc::main::backend_req, 1},
+    {pc::main::backend_reuse, 1},    {pc::main::fetch_time, 1200000}, {pc::main::s_resp_hdrbytes, 301},
+    {pc::main::s_resp_bodybytes, 14000}, {pc::main::req_time, 1500000}, {pc::main::log_txn, 1},
+    {pc::main::sess_closed, 1},      {pc::main::sess_active, std::uint64_t(0) - 1},
 };
 
 std::unique_ptr<rs::Stats> g_stats;
@@ -65,7 +67,7 @@ void BM_SlabLocal(benchmark::State& state) {
 
 // Varnish 4.0: thread-local struct, summed into the global one under a mutex per task.
 struct MainStruct {
-  std::uint64_t c[rs::main::kCount];
+  std::uint64_t c[pc::main::kCount];
 };
 std::mutex g_sum_mu;
 MainStruct g_sum;
@@ -76,7 +78,7 @@ void BM_MutexSumStat(benchmark::State& state) {
     for (const Inc& i : kTask) t_wrk.c[i.id] += i.n;
     {
       std::lock_guard lk(g_sum_mu);  // WRK_SumStat
-      for (unsigned k = 0; k < rs::main::kCount; ++k) g_sum.c[k] += t_wrk.c[k];
+      for (unsigned k = 0; k < pc::main::kCount; ++k) g_sum.c[k] += t_wrk.c[k];
     }
     std::memset(&t_wrk, 0, sizeof t_wrk);
   }
@@ -86,7 +88,7 @@ void BM_MutexSumStat(benchmark::State& state) {
 
 // For reference: one shared atomic counter array, a locked add per increment.
 struct alignas(64) SharedAtomics {
-  std::atomic<std::uint64_t> c[rs::main::kCount];
+  std::atomic<std::uint64_t> c[pc::main::kCount];
 };
 SharedAtomics g_atomics;
 
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
   const std::string path = (std::filesystem::exists("/dev/shm") ? std::string("/dev/shm") : std::string("/tmp")) +
                            "/ringlog-bench-stats-" + std::to_string(::getpid());
   g_stats = std::make_unique<rs::Stats>(rs::Stats::create(path));
-  rs::Group main_group = g_stats->add_group(rs::main::kKind, "", rs::main::kDefs);
+  rs::Group main_group = g_stats->add_group(pc::main::kKind, "", pc::main::kDefs);
   g_main = &main_group;
 
   RatioReporter rep;

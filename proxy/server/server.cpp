@@ -19,7 +19,7 @@
 
 namespace ringproxy {
 
-namespace V = ringlog::stats::vbe;
+namespace V = ringproxy::counters::vbe;
 
 Server::Server(Config cfg) : cfg_(std::move(cfg)) {}
 
@@ -71,7 +71,7 @@ void Server::start() {
 
   ringlog::stats::StatsOptions so;  // the library's mode, 0640: the group ringlog reads them
   stats_ = std::make_unique<ringlog::stats::Stats>(ringlog::stats::Stats::create_instance(cfg_.instance, so));
-  main_ = stats_->add_group(ringlog::stats::main::kKind, "", ringlog::stats::main::kDefs);
+  main_ = stats_->add_group(counters::main::kKind, "", counters::main::kDefs);
   ringlog::CreateOptions co;
   co.area_size = cfg_.ring_size;
   log_ = std::make_unique<ringlog::Log>(ringlog::Log::create(dir + "/ring", co));

@@ -17,7 +17,7 @@
 #include "params.hpp"
 #include "ringlog/log.hpp"
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "ringproxy/cache/cache.hpp"
 #include "ringproxy/delivery/storage.hpp"
 

@@ -52,7 +52,7 @@
 #define RP_TRACE(txn, ...)                                 \
   do {                                                     \
     if ((txn).tracing()) [[unlikely]] {                    \
-      w_.counters().add(ringlog::stats::main::trace_records); \
+      w_.counters().add(::ringproxy::counters::main::trace_records); \
       (txn).trace_printf(__VA_ARGS__);                     \
     }                                                      \
   } while (0)
@@ -63,8 +63,8 @@ namespace ringproxy {
 namespace http = ringproxy::http;
 namespace cache = ringproxy::cache;
 namespace delivery = ringproxy::delivery;
-namespace M = ringlog::stats::main;
-namespace V = ringlog::stats::vbe;
+namespace M = ringproxy::counters::main;
+namespace V = ringproxy::counters::vbe;
 using ringlog::Tag;
 
 std::uint64_t mono_ns() noexcept {

@@ -14,11 +14,11 @@
 #include <cstring>
 
 #include "ringlog/log.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 
 namespace ringproxy::tunnel {
 
-namespace sm = ringlog::stats::main;
+namespace sm = ringproxy::counters::main;
 using ringlog::Tag;
 
 std::string_view to_string(EndReason r) noexcept {

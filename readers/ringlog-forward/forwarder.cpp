@@ -20,33 +20,18 @@
 
 #include "ringlog/stats.hpp"
 
+// FORWARD: one group per destination (ident = its name), from counters_forward.def.
+#define RINGLOG_GROUP_NAMESPACE ringlog::forward::ctr
+#define RINGLOG_GROUP_KIND "FORWARD"
+#define RINGLOG_GROUP_LIST "counters_forward.def"
+#include "ringlog/counter_group.hpp"
+
 namespace ringlog::forward {
 
 namespace {
 
 namespace rs = ringlog::stats;
 
-#define RINGLOG_STATS_ENUM_(name, type, level, format, desc) name,
-#define RINGLOG_STATS_DEF_(name, type, level, format, desc) \
-  rs::CounterDef{#name, rs::Type::type, rs::Level::level, rs::Format::format, desc},
-namespace ctr {
-enum Id : std::uint32_t {
-#define RINGLOG_COUNTER RINGLOG_STATS_ENUM_
-#include "counters_forward.def"
-#undef RINGLOG_COUNTER
-  kCounterCount
-};
-}  // namespace ctr
-constexpr rs::CounterDef kCounterDefs[] = {
-#define RINGLOG_COUNTER RINGLOG_STATS_DEF_
-#include "counters_forward.def"
-#undef RINGLOG_COUNTER
-};
-static_assert(std::size(kCounterDefs) == ctr::kCounterCount);
-#undef RINGLOG_STATS_ENUM_
-#undef RINGLOG_STATS_DEF_
-
-constexpr std::string_view kGroupKind = "FORWARD";
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -159,7 +144,7 @@ Forwarder::Forwarder(const ForwarderOptions& opts, std::vector<Endpoint> endpoin
     auto d = std::make_unique<Dest>();
     d->ep = std::move(ep);
     d->backoff = opts_.backoff_min;
-    if (stats) d->group = stats->add_group(kGroupKind, d->ep.name, kCounterDefs);
+    if (stats) d->group = stats->add_group(ctr::kKind, d->ep.name, ctr::kDefs);
     dests_.push_back(std::move(d));
   }
   for (auto& d : dests_) publish(*d);

@@ -18,7 +18,12 @@
 #include <thread>
 
 #include "ring_impl.hpp"
-#include "ringlog/stats_groups.hpp"
+
+// RING: read from the ring header, declared from counters_ring.def like any group.
+#define RINGLOG_GROUP_NAMESPACE ringlog::stats::ring
+#define RINGLOG_GROUP_KIND "RING"
+#define RINGLOG_GROUP_LIST "counters_ring.def"
+#include "ringlog/counter_group.hpp"
 #include "stats_impl.hpp"
 
 namespace ringlog::stats {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ringlog-forward(1) against the tool and the counter list: the COUNTERS section lists
-exactly the counters of ringlog/defs/counters_forward.def with their descriptions.
+exactly the counters of readers/ringlog-forward/counters_forward.def with their descriptions.
 (Options and exit codes: tests/man/check_man.py.)
 
 usage: forward_man_test.py RINGLOG_FORWARD MAN_PAGE COUNTERS_DEF

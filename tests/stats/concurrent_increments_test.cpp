@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "stats_test_util.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 
 namespace {
 
@@ -24,7 +25,7 @@ std::uint64_t value(const rs::StatsReader& r, std::string_view name) {
 TEST(ConcurrentIncrements, ManyThreadsSumExactly) {
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   auto reader = rs::StatsReader::open(dir.file("stats"));
 
   constexpr int kThreads = 16;
@@ -45,14 +46,14 @@ TEST(ConcurrentIncrements, ManyThreadsSumExactly) {
   for (int t = 0; t < kThreads; ++t)
     ts.emplace_back([&, t] {
       for (std::uint64_t i = 0; i < kPerThread; ++i) {
-        main.add(rs::main::client_req);
-        main.add(rs::main::s_resp_bodybytes, 100);
-        if (i % 2 == 0) main.add(rs::main::cache_hit);
-        else main.add(rs::main::cache_miss);
+        main.add(pc::main::client_req);
+        main.add(pc::main::s_resp_bodybytes, 100);
+        if (i % 2 == 0) main.add(pc::main::cache_hit);
+        else main.add(pc::main::cache_miss);
         // Gauges: even threads go up, odd threads go down by as much and once more
         // up; a thread's own part is negative for odd threads.
-        if (t % 2 == 0) main.add(rs::main::sess_active, 3);
-        else main.sub(rs::main::sess_active, 2);
+        if (t % 2 == 0) main.add(pc::main::sess_active, 3);
+        else main.sub(pc::main::sess_active, 2);
       }
     });
   for (auto& t : ts) t.join();
@@ -74,15 +75,15 @@ TEST(ConcurrentIncrements, ManyThreadsSumExactly) {
 TEST(ConcurrentIncrements, LocalHandlesSumExactly) {
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t)
     ts.emplace_back([&] {
       rs::LocalCounters w = main.local();  // this thread's part, kept at hand
       for (int i = 0; i < 100000; ++i) {
-        w.add(rs::main::client_req);
-        main.add(rs::main::client_req);  // mixing with Group::add hits the same slab
-        w.sub(rs::main::n_object);
+        w.add(pc::main::client_req);
+        main.add(pc::main::client_req);  // mixing with Group::add hits the same slab
+        w.sub(pc::main::n_object);
       }
     });
   for (auto& t : ts) t.join();
@@ -94,14 +95,14 @@ TEST(ConcurrentIncrements, LocalHandlesSumExactly) {
 TEST(ConcurrentIncrements, GaugeSumsNegativeParts) {
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   auto reader = rs::StatsReader::open(dir.file("stats"));
   // A connection opened on one thread and closed on another: each thread's part alone
   // is wrong (+1000, -1000, -1000), the sum is right, and may itself go below zero.
-  std::thread([&] { main.add(rs::main::sess_active, 1000); }).join();
-  std::thread([&] { main.sub(rs::main::sess_active, 1000); }).join();
+  std::thread([&] { main.add(pc::main::sess_active, 1000); }).join();
+  std::thread([&] { main.sub(pc::main::sess_active, 1000); }).join();
   EXPECT_EQ(reader.snapshot().find("MAIN.sess_active")->as_signed(), 0);
-  std::thread([&] { main.sub(rs::main::sess_active, 7); }).join();
+  std::thread([&] { main.sub(pc::main::sess_active, 7); }).join();
   EXPECT_EQ(reader.snapshot().find("MAIN.sess_active")->as_signed(), -7);
   EXPECT_DOUBLE_EQ(reader.snapshot().find("MAIN.sess_active")->value(), -7.0);
 }
@@ -111,13 +112,13 @@ TEST(ConcurrentIncrements, ExitedThreadsKeepTheirCounts) {
   rs::StatsOptions o;
   o.max_slabs = 4;  // direct slab + 3 thread slabs: threads must reuse slabs
   auto stats = rs::Stats::create(dir.file("stats"), o);
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   auto reader = rs::StatsReader::open(dir.file("stats"));
   for (int round = 0; round < 50; ++round) {
     std::vector<std::thread> ts;
     for (int t = 0; t < 3; ++t)
       ts.emplace_back([&] {
-        for (int i = 0; i < 1000; ++i) main.add(rs::main::client_req);
+        for (int i = 0; i < 1000; ++i) main.add(pc::main::client_req);
       });
     for (auto& t : ts) t.join();
   }
@@ -127,10 +128,10 @@ TEST(ConcurrentIncrements, ExitedThreadsKeepTheirCounts) {
 TEST(ConcurrentIncrements, BitmapSetIsAbsolute) {
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));
-  auto be = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
+  auto be = stats.add_group(pc::vbe::kKind, "web1", pc::vbe::kDefs);
   auto reader = rs::StatsReader::open(dir.file("stats"));
-  be.set(rs::vbe::happy, 0xff);
-  std::thread([&] { be.set(rs::vbe::happy, 0x0f); }).join();
+  be.set(pc::vbe::happy, 0xff);
+  std::thread([&] { be.set(pc::vbe::happy, 0x0f); }).join();
   rs::Snapshot s = reader.snapshot();
   ASSERT_NE(s.find("VBE.web1.happy"), nullptr);
   EXPECT_EQ(s.find("VBE.web1.happy")->raw, 0x0fu);

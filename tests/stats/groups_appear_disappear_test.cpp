@@ -6,10 +6,11 @@
 #include <thread>
 
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "stats_test_util.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 
 namespace {
 
@@ -27,15 +28,15 @@ TEST(Groups, AppearAndDisappear) {
   EXPECT_TRUE(reader.snapshot().counters.empty());
   const std::uint64_t g0 = reader.generation();
 
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
-  auto web1 = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
-  auto web2 = stats.add_group(rs::vbe::kKind, "web2", rs::vbe::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
+  auto web1 = stats.add_group(pc::vbe::kKind, "web1", pc::vbe::kDefs);
+  auto web2 = stats.add_group(pc::vbe::kKind, "web2", pc::vbe::kDefs);
   EXPECT_GT(reader.generation(), g0);
-  web1.add(rs::vbe::req, 5);
-  web2.add(rs::vbe::req, 7);
+  web1.add(pc::vbe::req, 5);
+  web2.add(pc::vbe::req, 7);
   rs::Snapshot s = reader.snapshot();
-  EXPECT_EQ(count_prefix(s, "MAIN."), rs::main::kCount);
-  EXPECT_EQ(count_prefix(s, "VBE.web1."), rs::vbe::kCount);
+  EXPECT_EQ(count_prefix(s, "MAIN."), pc::main::kCount);
+  EXPECT_EQ(count_prefix(s, "VBE.web1."), pc::vbe::kCount);
   ASSERT_NE(s.find("VBE.web2.req"), nullptr);
   EXPECT_EQ(s.find("VBE.web1.req")->raw, 5u);
   EXPECT_EQ(s.find("VBE.web2.req")->raw, 7u);
@@ -54,14 +55,14 @@ TEST(Groups, AppearAndDisappear) {
   EXPECT_EQ(s.find("VBE.web2.req")->raw, 7u);
 
   // Same name again, likely in the same slots: it starts from zero.
-  web1 = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
+  web1 = stats.add_group(pc::vbe::kKind, "web1", pc::vbe::kDefs);
   s = reader.snapshot();
   ASSERT_NE(s.find("VBE.web1.req"), nullptr);
   EXPECT_EQ(s.find("VBE.web1.req")->raw, 0u);
-  web1.add(rs::vbe::req);
+  web1.add(pc::vbe::req);
   EXPECT_EQ(reader.snapshot().find("VBE.web1.req")->raw, 1u);
 
-  { auto tmp = stats.add_group(rs::vbe::kKind, "tmp", rs::vbe::kDefs); }  // destroyed: removed
+  { auto tmp = stats.add_group(pc::vbe::kKind, "tmp", pc::vbe::kDefs); }  // destroyed: removed
   EXPECT_EQ(reader.snapshot().find("VBE.tmp.req"), nullptr);
 }
 
@@ -70,23 +71,23 @@ TEST(Groups, ChurnWhileReading) {
   // consistent (the group is there whole, or not at all) and MAIN never disappears.
   ringlog::test::ScratchDir dir;
   auto stats = rs::Stats::create(dir.file("stats"));
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   auto reader = rs::StatsReader::open(dir.file("stats"));
   std::atomic<bool> done{false};
   std::thread churn([&] {
     for (int i = 0; i < 2000; ++i) {
-      auto g = stats.add_group(rs::vbe::kKind, "b" + std::to_string(i % 7), rs::vbe::kDefs);
-      g.add(rs::vbe::req, 3);
-      main.add(rs::main::backend_req);
+      auto g = stats.add_group(pc::vbe::kKind, "b" + std::to_string(i % 7), pc::vbe::kDefs);
+      g.add(pc::vbe::req, 3);
+      main.add(pc::main::backend_req);
     }
     done.store(true, std::memory_order_release);
   });
   std::size_t seen = 0;
   while (!done.load(std::memory_order_acquire)) {
     rs::Snapshot s = reader.snapshot();
-    EXPECT_EQ(count_prefix(s, "MAIN."), rs::main::kCount);
+    EXPECT_EQ(count_prefix(s, "MAIN."), pc::main::kCount);
     std::size_t vbe = count_prefix(s, "VBE.");
-    EXPECT_TRUE(vbe == 0 || vbe == rs::vbe::kCount) << vbe;
+    EXPECT_TRUE(vbe == 0 || vbe == pc::vbe::kCount) << vbe;
     if (vbe) {
       ++seen;
       for (const auto& c : s.counters)
@@ -106,7 +107,7 @@ TEST(Groups, RefusesBadNamesDuplicatesAndOverflow) {
   rs::StatsOptions o;
   // Sized from the counter lists, which grow: room for two VBE groups and MAIN, not for
   // a third group of MAIN's size.
-  const std::uint32_t nv = std::size(rs::vbe::kDefs), nm = std::size(rs::main::kDefs);
+  const std::uint32_t nv = std::size(pc::vbe::kDefs), nm = std::size(pc::main::kDefs);
   ASSERT_GT(nm, nv);
   o.max_groups = 3;
   o.max_counters = 2 * nv + nm;
@@ -120,24 +121,24 @@ TEST(Groups, RefusesBadNamesDuplicatesAndOverflow) {
     }
   };
   using ringlog::Errc;
-  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("", "", rs::vbe::kDefs); });
-  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("BAD.KIND", "", rs::vbe::kDefs); });
-  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a b", rs::vbe::kDefs); });
-  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", std::string(60, 'x'), rs::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("", "", pc::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("BAD.KIND", "", pc::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a b", pc::vbe::kDefs); });
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", std::string(60, 'x'), pc::vbe::kDefs); });
   const rs::CounterDef bad[] = {{"Upper", rs::Type::counter, rs::Level::info, rs::Format::integer, "x"}};
   expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("X", "", bad); });
   const rs::CounterDef dup[] = {{"a", rs::Type::counter, rs::Level::info, rs::Format::integer, "x"},
                                 {"a", rs::Type::gauge, rs::Level::info, rs::Format::integer, "y"}};
   expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("X", "", dup); });
 
-  auto a = stats.add_group("VBE", "a", rs::vbe::kDefs);
-  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a", rs::vbe::kDefs); });
-  auto m = stats.add_group(rs::main::kKind, "", rs::main::kDefs);  // nv + nm slots used
-  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "b", rs::main::kDefs); });  // only nv left
-  auto b = stats.add_group("VBE", "b", rs::vbe::kDefs);  // all slots, 3 of 3 groups
-  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "c", rs::vbe::kDefs); });
+  auto a = stats.add_group("VBE", "a", pc::vbe::kDefs);
+  expect_err(Errc::invalid_arg, [&] { (void)stats.add_group("VBE", "a", pc::vbe::kDefs); });
+  auto m = stats.add_group(pc::main::kKind, "", pc::main::kDefs);  // nv + nm slots used
+  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "b", pc::main::kDefs); });  // only nv left
+  auto b = stats.add_group("VBE", "b", pc::vbe::kDefs);  // all slots, 3 of 3 groups
+  expect_err(Errc::busy, [&] { (void)stats.add_group("VBE", "c", pc::vbe::kDefs); });
   a.remove();
-  auto c = stats.add_group("VBE", "c", rs::vbe::kDefs);  // room again
+  auto c = stats.add_group("VBE", "c", pc::vbe::kDefs);  // room again
   EXPECT_EQ(c.name(), "VBE.c");
 }
 

@@ -9,11 +9,12 @@
 #include <thread>
 
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "observe.hpp"
 #include "stats_test_util.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 
 namespace {
 
@@ -47,7 +48,7 @@ TEST(ReaderOtherProcess, SeesLiveCountersReadOnly) {
   ringlog::test::ScratchDir dir;
   const std::string path = dir.file("stats");
   auto stats = rs::Stats::create(path);
-  auto main = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
+  auto main = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
   // The reader must not need write access: make the file read-only first.
   ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
 
@@ -66,7 +67,7 @@ TEST(ReaderOtherProcess, SeesLiveCountersReadOnly) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([&] {
-      for (int i = 0; i < 10000; ++i) main.add(rs::main::client_req);
+      for (int i = 0; i < 10000; ++i) main.add(pc::main::client_req);
     });
   for (auto& t : ts) t.join();
   int status = 0;

@@ -2,16 +2,17 @@
 """ringlog-stat(1) against `ringlog-stat --help` and the counter lists: every option of
 --help is an item of the man page's OPTIONS section and every item there an option of
 --help; the exit codes listed by --help are those of EXIT STATUS; the COUNTERS section
-lists exactly the counters of ringlog/defs/counters_*.def, with their descriptions.
+lists exactly the counters of the MAIN and VBE lists (ringproxy's, proxy/server/counters)
+and of the RING list (ringlog/defs/counters_ring.def), with their descriptions.
 
-usage: stat_man_test.py RINGLOG_STAT MAN_PAGE DEFS_DIR
+usage: stat_man_test.py RINGLOG_STAT MAN_PAGE MAIN_DEF VBE_DEF RING_DEF
 """
-import os
 import re
 import subprocess
 import sys
 
-stat, man_path, defs_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+stat, man_path = sys.argv[1], sys.argv[2]
+main_def, vbe_def, ring_def = sys.argv[3], sys.argv[4], sys.argv[5]
 help_text = subprocess.run([stat, "--help"], capture_output=True, text=True, check=True).stdout
 
 help_opts = set()
@@ -66,8 +67,8 @@ for i, line in enumerate(cl):
     if line.strip() == ".TP" and i + 2 < len(cl):
         man_counters[plain(re.sub(r"^\.B\s+", "", cl[i + 1])).strip()] = plain(cl[i + 2]).strip()
 def_counters = {}
-for fname, prefix in (("counters_main.def", "MAIN."), ("counters_vbe.def", "VBE.NAME."), ("counters_ring.def", "RING.")):
-    for line in open(os.path.join(defs_dir, fname)):
+for fname, prefix in ((main_def, "MAIN."), (vbe_def, "VBE.NAME."), (ring_def, "RING.")):
+    for line in open(fname):
         m = re.match(r'^RINGLOG_COUNTER\((\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*"(.*)"\)\s*$', line)
         if m:
             name, t, l, fm, d = m.groups()

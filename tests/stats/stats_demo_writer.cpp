@@ -16,9 +16,10 @@
 
 #include "ringlog/ring.hpp"
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 
 namespace {
 volatile sig_atomic_t g_stop = 0;
@@ -56,9 +57,9 @@ int main(int argc, char** argv) {
   // Stats first, then the ring: a tool that sees the ring sees the counters too.
   auto stats = rs::Stats::create(dir + "/stats");
   auto ring = ringlog::Ring::create(dir + "/ring", ringlog::CreateOptions{1u << 20, 0640, 0});
-  auto main_g = stats.add_group(rs::main::kKind, "", rs::main::kDefs);
-  auto web1 = stats.add_group(rs::vbe::kKind, "web1", rs::vbe::kDefs);
-  auto web2 = stats.add_group(rs::vbe::kKind, "web2", rs::vbe::kDefs);
+  auto main_g = stats.add_group(pc::main::kKind, "", pc::main::kDefs);
+  auto web1 = stats.add_group(pc::vbe::kKind, "web1", pc::vbe::kDefs);
+  auto web2 = stats.add_group(pc::vbe::kKind, "web2", pc::vbe::kDefs);
 
   if (fixed) {
     // Exactly: client_req 1000, cache_hit 600, cache_miss 400, sess_active 5 (threads
@@ -68,19 +69,19 @@ int main(int argc, char** argv) {
     const std::int64_t sess[4] = {4, 4, -1, -2};
     for (int t = 0; t < 4; ++t)
       ts.emplace_back([&, t] {
-        for (int i = 0; i < 250; ++i) main_g.add(rs::main::client_req);
-        main_g.add(rs::main::cache_hit, 150);
-        main_g.add(rs::main::cache_miss, 100);
-        if (sess[t] >= 0) main_g.add(rs::main::sess_active, static_cast<std::uint64_t>(sess[t]));
-        else main_g.sub(rs::main::sess_active, static_cast<std::uint64_t>(-sess[t]));
-        main_g.add(rs::main::s_resp_bodybytes, 1024);
-        main_g.add(rs::main::req_time, 250'000'000);
+        for (int i = 0; i < 250; ++i) main_g.add(pc::main::client_req);
+        main_g.add(pc::main::cache_hit, 150);
+        main_g.add(pc::main::cache_miss, 100);
+        if (sess[t] >= 0) main_g.add(pc::main::sess_active, static_cast<std::uint64_t>(sess[t]));
+        else main_g.sub(pc::main::sess_active, static_cast<std::uint64_t>(-sess[t]));
+        main_g.add(pc::main::s_resp_bodybytes, 1024);
+        main_g.add(pc::main::req_time, 250'000'000);
       });
     for (auto& t : ts) t.join();
-    web1.add(rs::vbe::req, 10);
-    web1.set(rs::vbe::happy, 0x5);
-    web2.add(rs::vbe::req, 20);
-    web2.add(rs::vbe::conn, 2);
+    web1.add(pc::vbe::req, 10);
+    web1.set(pc::vbe::happy, 0x5);
+    web2.add(pc::vbe::req, 20);
+    web2.add(pc::vbe::conn, 2);
     ring.write(std::string_view("one"));
     ring.write(std::string_view("two"));
     ring.write(std::string_view("three"));
@@ -97,10 +98,10 @@ int main(int argc, char** argv) {
       ts.emplace_back([&, t] {
         std::uint64_t i = 0;
         while (!done()) {
-          main_g.add(rs::main::client_req);
-          main_g.add(i % 4 == 0 ? rs::main::cache_miss : rs::main::cache_hit);
-          main_g.add(rs::main::s_resp_bodybytes, 512 + i % 1024);
-          (t % 2 ? web2 : web1).add(rs::vbe::req);
+          main_g.add(pc::main::client_req);
+          main_g.add(i % 4 == 0 ? pc::main::cache_miss : pc::main::cache_hit);
+          main_g.add(pc::main::s_resp_bodybytes, 512 + i % 1024);
+          (t % 2 ? web2 : web1).add(pc::vbe::req);
           if (i % 64 == 0) ring.write(std::string_view("demo message"));
           // A live load that leaves the CPU to the reader under test: pacing, not a synchronisation.
           if (++i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the churn's clock (a group every second)
     if (churn && ++n % 10 == 0) {
       if (extra) extra.remove();
-      else extra = stats.add_group(rs::vbe::kKind, "churn" + std::to_string(n / 10), rs::vbe::kDefs);
+      else extra = stats.add_group(pc::vbe::kKind, "churn" + std::to_string(n / 10), pc::vbe::kDefs);
     }
   }
   g_stop = 1;

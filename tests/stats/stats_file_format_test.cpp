@@ -13,10 +13,11 @@
 
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_format.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "stats_test_util.hpp"
 
 namespace rs = ringlog::stats;
+namespace pc = ringproxy::counters;  // MAIN and VBE, the proxy's groups
 namespace fmt = ringlog::stats::format;
 
 namespace {
@@ -66,15 +67,15 @@ TEST(StatsFileFormat, HeaderDescribesTheFile) {
   EXPECT_EQ(h.groups_off, 4096u);
   EXPECT_EQ(h.creator_pid, static_cast<std::uint32_t>(::getpid()));
   EXPECT_EQ(h.generation.load(), 0u);
-  auto g = stats.add_group("MAIN", "", rs::main::kDefs);
+  auto g = stats.add_group("MAIN", "", pc::main::kDefs);
   EXPECT_EQ(h.generation.load(), 2u);
   stats.register_thread();  // claims slab 1 for this thread
   EXPECT_EQ(h.slabs_hwm.load(), 2u);
-  g.add(rs::main::client_req);  // into that slab
+  g.add(pc::main::client_req);  // into that slab
   EXPECT_EQ(h.slabs_hwm.load(), 2u);
-  std::thread([&] { g.add(rs::main::client_req); }).join();  // another thread, slab 2
+  std::thread([&] { g.add(pc::main::client_req); }).join();  // another thread, slab 2
   EXPECT_EQ(h.slabs_hwm.load(), 3u);
-  std::thread([&] { g.add(rs::main::client_req); }).join();  // reuses the released slab 2
+  std::thread([&] { g.add(pc::main::client_req); }).join();  // reuses the released slab 2
   EXPECT_EQ(h.slabs_hwm.load(), 3u);
   auto* slab2 = reinterpret_cast<const fmt::SlabHeader*>(static_cast<const std::uint8_t*>(raw.p) + h.slabs_off +
                                                         2 * h.slab_stride);
@@ -124,9 +125,9 @@ TEST(StatsFileFormat, DamagedEntriesAreSkippedSafely) {
   o.max_counters = 128;  // MAIN and one VBE group, with room to grow
   o.max_slabs = 4;
   auto stats = rs::Stats::create(dir.file("stats"), o);
-  auto g = stats.add_group("MAIN", "", rs::main::kDefs);
-  auto b = stats.add_group("VBE", "web1", rs::vbe::kDefs);
-  g.add(rs::main::client_req, 3);
+  auto g = stats.add_group("MAIN", "", pc::main::kDefs);
+  auto b = stats.add_group("VBE", "web1", pc::vbe::kDefs);
+  g.add(pc::main::client_req, 3);
   auto reader = rs::StatsReader::open(dir.file("stats"));
   Raw raw(dir.file("stats"));
   auto* base = static_cast<std::uint8_t*>(raw.p);

@@ -10,7 +10,7 @@
 #include <future>
 
 #include "ringlog/log.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "observe.hpp"
 #include "records_test_util.hpp"
 #include "test_util.hpp"
@@ -245,7 +245,7 @@ std::uint64_t counter(const std::string& stats_path, const char* name) {
 TEST(TunnelFallback, PoolExhaustedCopiesAndCounts) {
   ringlog::test::ScratchPath sp("stats");
   auto stats = ringlog::stats::Stats::create(sp.str());
-  auto main = stats.add_group(ringlog::stats::main::kKind, "", ringlog::stats::main::kDefs);
+  auto main = stats.add_group(ringproxy::counters::main::kKind, "", ringproxy::counters::main::kDefs);
   EpollLoop loop({.pipe_size = 64 * 1024, .max_pipes = 2, .max_idle = 2});
   loop.env().main = &main;
   loop.start();

@@ -12,11 +12,11 @@
 
 #include "ringlog/log.hpp"
 #include "ringlog/stats.hpp"
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 
 namespace ringproxy::cache {
 
-namespace M = ringlog::stats::main;
+namespace M = ringproxy::counters::main;
 
 namespace {
 bool ieq(std::string_view a, std::string_view b) {

@@ -21,7 +21,7 @@
 
 #include "ringlog_cli11.hpp"
 
-#include "ringlog/stats_groups.hpp"
+#include "ringproxy/counters.hpp"
 #include "ringproxy/tunnel/tunnel.hpp"
 #include "server.hpp"
 #include "worker.hpp"
@@ -30,7 +30,7 @@ namespace ringproxy::tunnel {
 
 namespace {
 
-namespace sm = ringlog::stats::main;
+namespace sm = ringproxy::counters::main;
 using ringlog::Tag;
 
 constexpr std::uint64_t kTickNs = 100'000'000;  // timeouts are checked this often
