@@ -182,16 +182,95 @@ std::string help_escape(std::string_view s) {
   }
   return o;
 }
+// The length of the valid UTF-8 sequence at s[i], 0 if it is not one (overlong forms,
+// surrogates and values past U+10FFFF are not).
+std::size_t utf8_len(std::string_view s, std::size_t i) {
+  auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned c = b(i);
+  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  unsigned v = n == 1 ? c : c & (0x7f >> n);
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(i + k) & 0x3f);
+  }
+  static constexpr unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (v < kMin[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+  return n;
+}
+// A label value: backslash, newline and double quote escaped; bytes that are not UTF-8
+// (Prometheus refuses the whole scrape for one) become U+FFFD.
 std::string label_escape(std::string_view s) {
   std::string o;
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t n = utf8_len(s, i);
+    if (n == 0) {
+      o += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    char c = s[i];
     if (c == '\\') o += "\\\\";
     else if (c == '\n') o += "\\n";
     else if (c == '"') o += "\\\"";
-    else o += c;
+    else o.append(s.substr(i, n));
+    i += n;
   }
   return o;
 }
+
+// Families in the order they first appear, each with its samples, so that HELP and TYPE
+// come once and the samples of a family stay together (the text format requires it).
+class Exposition {
+ public:
+  // Adds the sample "name{labels} value"; labels is "" or `a="x",b="y"`. A sample whose
+  // type contradicts its family's is dropped.
+  void add(const std::string& name, std::string_view help, const char* type, const std::string& labels,
+           const char* value) {
+    auto [it, fresh] = fam_.try_emplace(name);
+    Family& fm = it->second;
+    if (fresh) {
+      order_.push_back(name);
+      fm.help = help_escape(help);
+      fm.type = type;
+    } else if (std::string_view(fm.type) != type) {
+      return;
+    }
+    fm.samples += name;
+    if (!labels.empty()) fm.samples += "{" + labels + "}";
+    fm.samples += ' ';
+    fm.samples += value;
+    fm.samples += '\n';
+  }
+  void add(const CounterValue& c, const std::string& instance_label) {
+    std::string labels = instance_label;
+    if (!c.ident.empty()) labels += (labels.empty() ? "" : ",") + std::string("ident=\"") + label_escape(c.ident) + "\"";
+    char buf[64];
+    if (c.format == Format::duration && c.type != Type::bitmap) std::snprintf(buf, sizeof buf, "%.9f", c.value());
+    else if (c.type == Type::gauge) std::snprintf(buf, sizeof buf, "%" PRId64, c.as_signed());
+    else std::snprintf(buf, sizeof buf, "%" PRIu64, c.raw);
+    add(prometheus_family(c), c.description, c.type == Type::counter ? "counter" : "gauge", labels, buf);
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& n : order_) {
+      const Family& fm = fam_.at(n);
+      out += "# HELP " + n + " " + fm.help + "\n";
+      out += "# TYPE " + n + " " + fm.type + "\n";
+      out += fm.samples;
+    }
+    return out;
+  }
+
+ private:
+  struct Family {
+    std::string help;
+    const char* type = "";
+    std::string samples;
+  };
+  std::vector<std::string> order_;
+  std::map<std::string, Family> fam_;
+};
 }  // namespace
 
 std::string prometheus_family(const CounterValue& c) {
@@ -205,38 +284,32 @@ std::string prometheus_family(const CounterValue& c) {
 }
 
 std::string format_prometheus(const Snapshot& s, const Filter& f) {
-  struct Family {
-    std::string help;
-    const char* type;
-    std::string samples;
+  Exposition e;
+  for (const auto& c : s.counters)
+    if (f.match(c.name)) e.add(c, "");
+  return e.text();
+}
+
+std::string format_prometheus(std::span<const PrometheusInstance> instances, const Filter& f) {
+  Exposition e;
+  auto label = [](const PrometheusInstance& in) {
+    return std::string(kPrometheusInstanceLabel) + "=\"" + label_escape(in.name) + "\"";
   };
-  std::vector<std::string> order;
-  std::map<std::string, Family> fam;
-  char buf[64];
-  for (const auto& c : s.counters) {
-    if (!f.match(c.name)) continue;
-    std::string name = prometheus_family(c);
-    auto [it, fresh] = fam.try_emplace(name);
-    if (fresh) {
-      order.push_back(name);
-      it->second.help = help_escape(c.description);
-      it->second.type = c.type == Type::counter ? "counter" : "gauge";
-    }
-    std::string line = name;
-    if (!c.ident.empty()) line += "{ident=\"" + label_escape(c.ident) + "\"}";
-    if (c.format == Format::duration && c.type != Type::bitmap) std::snprintf(buf, sizeof buf, " %.9f\n", c.value());
-    else if (c.type == Type::gauge) std::snprintf(buf, sizeof buf, " %" PRId64 "\n", c.as_signed());
-    else std::snprintf(buf, sizeof buf, " %" PRIu64 "\n", c.raw);
-    it->second.samples += line + buf;
+  const std::string up = "ringlog_up", running = "ringlog_writer_running";
+  for (const auto& in : instances)
+    e.add(up, "1 when the instance's stats or ring file could be read for this scrape, 0 when absent or unreadable",
+          "gauge", label(in), in.snapshot ? "1" : "0");
+  for (const auto& in : instances)
+    e.add(running, "1 while the process that created the instance's files runs", "gauge", label(in),
+          in.snapshot && in.snapshot->writer_alive ? "1" : "0");
+  for (const auto& in : instances) {
+    if (!in.snapshot) continue;
+    std::string l = label(in);
+    for (const auto& c : in.snapshot->counters)
+      // A writer's group WRITER with a gauge "running" would be read as the state above.
+      if (f.match(c.name) && prometheus_family(c) != running) e.add(c, l);
   }
-  std::string out;
-  for (const auto& n : order) {
-    const Family& fm = fam[n];
-    out += "# HELP " + n + " " + fm.help + "\n";
-    out += "# TYPE " + n + " " + fm.type + "\n";
-    out += fm.samples;
-  }
-  return out;
+  return e.text();
 }
 
 }  // namespace ringlog::stats

@@ -1,6 +1,7 @@
 // The text forms of a snapshot: varnishstat -1 columns and rates, -j shape and escaping,
-// -l, -f globs with ^ exclusions, Prometheus families (the real parser checks the
-// output in stat_cli_test.sh; here the exact lines are pinned down).
+// -l, -f globs with ^ exclusions, Prometheus families, one instance or several (the real
+// parser checks the output in stat_cli_test.py, a real Prometheus in
+// stat_listen_test.py; here the exact lines are pinned down).
 #include <gtest/gtest.h>
 
 #include "ringlog/stats_output.hpp"
@@ -94,6 +95,71 @@ TEST(StatsOutput, PrometheusFamilies) {
             std::string::npos) << p;
   EXPECT_EQ(p.find("# TYPE ringlog_vbe_req_total", p.find("# TYPE ringlog_vbe_req_total") + 1), std::string::npos);
   EXPECT_NE(p.find("# HELP ringlog_vbe_happy Health\\nprobes\n# TYPE ringlog_vbe_happy gauge\n"), std::string::npos) << p;
+}
+
+TEST(StatsOutput, PrometheusInstancesShareFamiliesUnderTheirOwnLabel) {
+  rs::Snapshot a = sample(), b = sample();
+  a.writer_alive = true;
+  b.counters[0].raw = 7;
+  const rs::PrometheusInstance in[] = {{"proxy", &a}, {"edge", &b}, {"gone", nullptr}};
+  std::string p = rs::format_prometheus(in, {});
+  // Per instance up and writer state first, an absent one down.
+  EXPECT_EQ(p.rfind("# HELP ringlog_up ", 0), 0u) << p;
+  EXPECT_NE(p.find("# TYPE ringlog_up gauge\nringlog_up{ringlog_instance=\"proxy\"} 1\n"
+                   "ringlog_up{ringlog_instance=\"edge\"} 1\nringlog_up{ringlog_instance=\"gone\"} 0\n"),
+            std::string::npos) << p;
+  EXPECT_NE(p.find("ringlog_writer_running{ringlog_instance=\"proxy\"} 1\n"
+                   "ringlog_writer_running{ringlog_instance=\"edge\"} 0\n"
+                   "ringlog_writer_running{ringlog_instance=\"gone\"} 0\n"),
+            std::string::npos) << p;
+  // One family across instances: HELP and TYPE once, the samples together.
+  EXPECT_NE(p.find("# TYPE ringlog_main_client_req_total counter\n"
+                   "ringlog_main_client_req_total{ringlog_instance=\"proxy\"} 250\n"
+                   "ringlog_main_client_req_total{ringlog_instance=\"edge\"} 7\n# HELP"),
+            std::string::npos) << p;
+  EXPECT_EQ(p.find("# HELP ringlog_main_client_req_total", p.find("# HELP ringlog_main_client_req_total") + 1),
+            std::string::npos);
+  // The instance label first, then the group's ident.
+  EXPECT_NE(p.find("ringlog_vbe_req_total{ringlog_instance=\"edge\",ident=\"web2\"} 20\n"), std::string::npos) << p;
+  // Nothing of the absent instance but its two gauges, and no label named instance.
+  std::size_t gone = 0;
+  for (std::size_t at = p.find("\"gone\""); at != std::string::npos; at = p.find("\"gone\"", at + 1)) ++gone;
+  EXPECT_EQ(gone, 2u) << p;
+  EXPECT_EQ(p.find("{instance="), std::string::npos);
+  // -f selects counters, never the two gauges.
+  std::string f = rs::format_prometheus(in, rs::Filter({"VBE.*"}));
+  EXPECT_NE(f.find("ringlog_up{ringlog_instance=\"gone\"} 0\n"), std::string::npos) << f;
+  EXPECT_EQ(f.find("ringlog_main_"), std::string::npos) << f;
+  EXPECT_NE(f.find("ringlog_vbe_req_total{"), std::string::npos) << f;
+}
+
+TEST(StatsOutput, PrometheusLabelValuesAreEscapedUtf8) {
+  rs::Snapshot a = sample();
+  // Quote, backslash, newline escaped; UTF-8 kept; a stray byte or an overlong form
+  // (which Prometheus would refuse the whole scrape for) becomes U+FFFD.
+  const std::string name = std::string("a\"b\\c\nd \xc3\xa9 \xff \xc0\xaf");
+  const rs::PrometheusInstance in[] = {{name, &a}};
+  std::string p = rs::format_prometheus(in, {});
+  EXPECT_NE(p.find("ringlog_up{ringlog_instance=\"a\\\"b\\\\c\\nd \xc3\xa9 \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\"} 1\n"),
+            std::string::npos) << p;
+}
+
+TEST(StatsOutput, PrometheusDropsSamplesThatContradictTheirFamily) {
+  rs::Snapshot a = sample(), b = sample();
+  // Another writer whose gauge client_req_total lands in the family of a's counter
+  // client_req: a second TYPE would make the exposition invalid.
+  b.counters.push_back(cv("MAIN", "", "client_req_total", rs::Type::gauge, rs::Format::integer, 5, "Not a counter"));
+  // A writer's own group that would read as the writer state gauge is left out too.
+  b.counters.push_back(cv("WRITER", "", "running", rs::Type::gauge, rs::Format::integer, 42, "Not the state"));
+  const rs::PrometheusInstance in[] = {{"a", &a}, {"b", &b}};
+  std::string p = rs::format_prometheus(in, {});
+  EXPECT_NE(p.find("# TYPE ringlog_main_client_req_total counter\n"
+                   "ringlog_main_client_req_total{ringlog_instance=\"a\"} 250\n"
+                   "ringlog_main_client_req_total{ringlog_instance=\"b\"} 250\n# HELP"),
+            std::string::npos) << p;
+  EXPECT_EQ(p.find(" 5\n"), std::string::npos) << p;
+  EXPECT_EQ(p.find(" 42\n"), std::string::npos) << p;
+  EXPECT_EQ(p.find("Not "), std::string::npos) << p;
 }
 
 TEST(StatsOutput, ListAndUptime) {

@@ -3,6 +3,7 @@
 // Pure functions of a Snapshot: they never touch the file.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,9 +43,32 @@ std::string format_json(const Snapshot& s, const Filter& f);
 std::string format_list(const Snapshot& s, const Filter& f);
 // Prometheus text format 0.0.4: HELP/TYPE per family, counters as _total, bytes and
 // durations with their base-unit suffix (_bytes unless the name ends in "bytes";
-// _seconds), a group's ident as the label ident="…".
+// _seconds), a group's ident as the label ident="…". One instance, no instance label:
+// for a program that exposes its own counters.
 std::string format_prometheus(const Snapshot& s, const Filter& f);
 std::string prometheus_family(const CounterValue& c);  // the metric family name
+
+// The label that names the instance in a multi-instance exposition. Not "instance":
+// Prometheus gives every scraped sample its own label instance="HOST:PORT" (the
+// target), and would rename ours to exported_instance; with another name one
+// Prometheus scraping many hosts keeps both (host in instance, ring in this).
+inline constexpr std::string_view kPrometheusInstanceLabel = "ringlog_instance";
+
+// One instance of a multi-instance exposition.
+struct PrometheusInstance {
+  std::string_view name;               // the value of the label ringlog_instance
+  const Snapshot* snapshot = nullptr;  // nullptr: could not be read now (down)
+};
+
+// What ringlog-stat --prometheus prints and --listen serves: per instance the gauges
+// ringlog_up (1 when its files could be read, 0 when absent or unreadable) and
+// ringlog_writer_running (1 while the process that created them runs), then the
+// counters of the instances that are up, every sample labelled
+// ringlog_instance="NAME" (first, before ident). HELP and TYPE once per family across
+// instances; a sample whose type differs from its family's (two writer versions)
+// is left out rather than make the exposition invalid. f selects counters, not the
+// two gauges.
+std::string format_prometheus(std::span<const PrometheusInstance> instances, const Filter& f);
 
 std::string json_escape(std::string_view s);
 
