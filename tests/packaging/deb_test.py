@@ -22,6 +22,7 @@ usage: deb_test.py STEP BUILD_DIR WORK_DIR [CPACK]
 """
 import glob
 import os
+import re
 import shutil
 import signal
 import stat
@@ -184,16 +185,20 @@ def step_contents():
     check("ExecStart=/usr/sbin/ringproxy --config /etc/ringlog/ringproxy.conf" in unit,
           "ringproxy.service starts /usr/sbin/ringproxy with /etc/ringlog/ringproxy.conf")
 
-    # Every library a binary needs comes from a package that Depends names (or is ours).
+    # Every library a binary needs directly (its NEEDED entries) comes from a package that
+    # Depends names (or is ours); what those libraries need in turn, their packages depend
+    # on (Debian's rule, and what dpkg-shlibdeps computes).
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(root, f"usr/lib/{ma}"))
     elves = sorted(glob.glob(os.path.join(root, "usr/bin/*")) + glob.glob(os.path.join(root, "usr/sbin/*")) +
                    glob.glob(os.path.join(root, f"usr/lib/{ma}/libringlog.so.*.*")))
     check(elves, "the package has binaries")
     owners = {}  # library path -> package (dpkg -S is slow)
     for elf in elves:
+        needed = set(re.findall(r"^\s*NEEDED\s+(\S+)", run(["objdump", "-p", elf], timeout=60).stdout, re.M))
+        check(needed, f"{os.path.basename(elf)}: its NEEDED libraries are read")
         r = run(["ldd", elf], env=env)
         for line in r.stdout.splitlines():
-            if "=>" not in line:
+            if "=>" not in line or line.split("=>")[0].strip() not in needed:
                 continue
             lib = line.split("=>")[1].strip().split(" ")[0]
             if not lib or lib.startswith(root):
