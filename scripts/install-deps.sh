@@ -14,6 +14,7 @@ PKGS=(
   lttng-tools liblttng-ust-dev      # LTTng-UST, a peer of bench_ring (its own session daemon)
   libspdlog-dev                     # spdlog's async logger, a peer of bench_ring
   dpkg-dev fakeroot systemd logrotate adduser passwd util-linux  # the .deb (cpack, dpkg-shlibdeps), systemd-analyze/sysusers, the ringlog group test
+  libcpp-httplib-dev                # ringlog-stat --listen: the HTTP server of the scrape endpoint
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -58,6 +58,7 @@ check(r.returncode == 1 and took >= 0.9, f"-t 1 waits a second then exits 1 ({to
 
 # ---- bad command lines: exit 2 and a message, never a signal -----------------------------
 for args in (["--bogus"], ["-1", "-j"], ["-j", "--prometheus"], ["-f"], ["-n"], ["-t", "soon"], ["-t", "-3"],
+             ["-n", "a", "-n", "b"],
              ["extra-arg"], ["--interval", "0"], ["--interval", "x"], ["-l", "-1"]):
     r = stat(*args)
     check(r.returncode == 2, f"{args}: exit 2 (got {r.returncode})")
@@ -132,7 +133,7 @@ try:
         if f is None:
             return None
         for s in f.samples:
-            if s.name == fam + suffix and s.labels == labels:
+            if s.name == fam + suffix and s.labels == {"ringlog_instance": "fixed", **labels}:
                 return s.value
         return None
 
@@ -147,6 +148,7 @@ try:
     check(sample("ringlog_ring_msgs_written", "_total") == 3, "prometheus RING group")
     check(fams["ringlog_main_client_req"].documentation == "Good client requests received", "prometheus HELP")
     check(r.stdout.count("# TYPE ringlog_vbe_req_total ") == 1, "one TYPE line per family")
+    check(sample("ringlog_up") == 1 and sample("ringlog_writer_running") == 1, "prometheus ringlog_up")
 
     # -f: inclusion and ^exclusion globs; -l
     r = stat("-n", "fixed", "-1", "-f", "MAIN.*", "-f", "^MAIN.cache*")
