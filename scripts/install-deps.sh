@@ -15,6 +15,7 @@ PKGS=(
   libspdlog-dev                     # spdlog's async logger, a peer of bench_ring
   dpkg-dev fakeroot systemd logrotate adduser passwd util-linux  # the .deb (cpack, dpkg-shlibdeps), systemd-analyze/sysusers, the ringlog group test
   libcpp-httplib-dev                # ringlog-stat --listen: the HTTP server of the scrape endpoint
+  prometheus                        # the real Prometheus server scraping it in tests/stats (started on loopback)
 )
 missing=()
 for p in "${PKGS[@]}"; do
