@@ -104,12 +104,12 @@ start_origin() {
 }
 
 # start_ringproxy BIN INSTANCE PORT BACKEND_PORT EXTRA...: a ringproxy with THREADS workers,
-# one backend, a 256 MiB ring; stderr in $WORK/INSTANCE.err, its pid in LAST.
+# one backend, a ring of RING_SIZE (256M); stderr in $WORK/INSTANCE.err, its pid in LAST.
 start_ringproxy() {
   local bin=$1 inst=$2 port=$3 be=$4
   shift 4
   "$bin" -n "$inst" -a "127.0.0.1:$port" -t "$THREADS" -b "o=127.0.0.1:$be" --health-path /size/0 \
-    --ring-size 256M "$@" 2>"$WORK/$inst.err" &
+    --ring-size "${RING_SIZE:-256M}" "$@" 2>"$WORK/$inst.err" &
   LAST=$!
   pids+=("$LAST")
   wait_port "$port" || { cat "$WORK/$inst.err" >&2; die "ringproxy $inst did not start"; }
