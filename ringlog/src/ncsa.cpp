@@ -58,7 +58,6 @@ struct Op {
   TimeKind time = TimeKind::strftime;
   Missing missing = Missing::string;
   bool has_default = false;  // field: print text when missing
-  bool clf_dash_zero = false;  // %b: '-' rather than 0 (CLF), outside -j
   std::size_t watch = 0;       // header or VSL watch index
   std::string text;            // literal text, default value, or strftime format
   mutable TimeCache cache;     // strftime ops only
@@ -331,11 +330,9 @@ void NcsaFormatter::Impl::compile(std::string_view fmt, std::size_t base, int de
     }
     flush();
     switch (s) {
-      case 'b': {
-        add_field(F_b, Missing::number);
-        ops.back().clf_dash_zero = true;
-        break;
-      }
+      // varnishncsa 7.1 prints ReqAcct's body bytes as they are, 0 included (a HEAD,
+      // a 204), whatever its man page says of CLF's '-'; '-' only with no ReqAcct.
+      case 'b': add_field(F_b, Missing::number); break;
       case 'D': add_time(TimeKind::dur_us, "", Missing::number); break;
       case 'h': add_field(F_h, Missing::string); break;
       case 'H': add_default(F_H, "HTTP/1.0"); break;
@@ -659,8 +656,7 @@ void NcsaFormatter::Impl::render(const Transaction& t, std::string& out) {
       case OpKind::field: {
         const Frag& f = frag[op.field];
         if (f) {
-          if (op.clf_dash_zero && !json && *f == "0") out += '-';
-          else ncsa_escape(out, *f, json);
+          ncsa_escape(out, *f, json);
         } else if (op.has_default) {
           ncsa_escape(out, op.text, json);
         } else {
