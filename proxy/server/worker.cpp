@@ -940,7 +940,9 @@ void Client::start_fetch_head(std::string head, std::string_view method_name, st
   f.out = std::move(spare_out_);
   f.in.clear();
   f.out.clear();
-  f.bereq = req_.child(ringlog::TxnType::bereq, into && into != obj_ ? "bgfetch" : "fetch");
+  // Varnish's Link reasons: a fetch into nothing is a pass; into another object than
+  // the one delivered, a grace refresh.
+  f.bereq = req_.child(ringlog::TxnType::bereq, !into ? "pass" : into != obj_ ? "bgfetch" : "fetch");
   f.req_body_sent = req_body_done_;
   f.bereq.timestamp("Start");
   req_.timestamp("Fetch");

@@ -119,6 +119,11 @@ def reqs_for(txns, url, method=None):
             and (method is None or recs(t, "ReqMethod") == [method])]
 
 
+def link_reasons(t):
+    """The reasons of a request's links to fetches (Varnish's fetch, pass, bgfetch)."""
+    return [v.split()[2] for v in recs(t, "Link") if v.startswith("bereq ")]
+
+
 def bereqs_for(txns, url):
     return [t for t in txns if t["type"] == "bereq" and url in recs(t, "BereqURL")]
 
@@ -332,6 +337,17 @@ def case_pass():
                   if any(h.lower().startswith(("cookie:", "authorization:")) for h in recs(t, "ReqHeader"))]
         check(len(passed) == 3 and not any(hit_of(t) or recs(t, "HitPass") for t in passed),
               f"{url}: passes have no Hit/HitPass records")
+        check(all(link_reasons(t) == ["pass"] for t in passed), f"{url}: passes link a pass, as Varnish "
+                                                                  f"{[link_reasons(t) for t in passed]}")
+        plain = [t for t in reqs_for(txns, url) if t not in passed]
+        check(sorted(link_reasons(t) for t in plain) == [[], ["fetch"]],
+              f"{url}: the plain GETs: a miss links a fetch, the hit nothing {[link_reasons(t) for t in plain]}")
+    posts = reqs_for(txns, "/cache/po/max-age=60", "POST")
+    check(len(posts) == 3 and all(link_reasons(t) == ["pass"] for t in posts),
+          f"POSTs link a pass {[link_reasons(t) for t in posts]}")
+    post_fetches = [b for b in bereqs_for(txns, "/cache/po/max-age=60") if recs(b, "BereqMethod") == ["POST"]]
+    check(len(post_fetches) == 3 and all(recs(b, "Begin")[0].split()[2] == "pass" for b in post_fetches),
+          f"the POSTs' fetches begin as passes {[recs(b, 'Begin') for b in post_fetches]}")
     st = p.stats()
     check(st["MAIN.cache_hit"] == 3, f"cache_hit: only the 3 plain repeats ({st['MAIN.cache_hit']})")
     check(st["MAIN.n_object"] == 3, f"n_object: 3 ({st['MAIN.n_object']})")
@@ -361,8 +377,8 @@ def case_hit_for_pass():
     reqs = chrono(reqs_for(txns, slow))
     hp = [t for t in reqs if recs(t, "HitPass")]
     check(len(hp) == 10, f"HitPass on the 10 concurrent requests ({len(hp)} of {len(reqs)})")
-    check(all(recs(t, "Link") and any(v.startswith("bereq") for v in recs(t, "Link")) for t in hp),
-          "each hit-for-pass request links its own fetch")
+    check(all(link_reasons(t) == ["pass"] for t in hp),
+          f"each hit-for-pass request links its own fetch, a pass {[link_reasons(t) for t in hp]}")
     r0 = chrono(reqs_for(txns, url))
     check(len(r0) == 3 and not recs(r0[0], "HitPass") and all(recs(t, "HitPass") for t in r0[1:]),
           f"HitPass on the requests after the first ({[recs(t, 'HitPass') for t in r0]})")
