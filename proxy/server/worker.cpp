@@ -1032,6 +1032,7 @@ bool Client::connect_backend() {
   w_.counters().add(M::backend_req);
   f.be->stats.add(V::req);
   if (reused) {
+    f.bereq.timestamp("Connected");  // as Varnish: once a connection is had, new or pooled
     w_.counters().add(M::backend_reuse);
     f.be->stats.add(V::reuse);
     f.st = Fetch::Sending;
@@ -1137,6 +1138,7 @@ void Client::pump_backend() {
       return;
     }
     c->connected = true;
+    f.bereq.timestamp("Connected");
     w_.counters().add(M::backend_conn);
     SockAddr local = sockaddr_of_fd(c->fd, false);
     if (f.bereq.enabled(Tag::BackendOpen))

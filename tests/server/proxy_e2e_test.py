@@ -91,6 +91,11 @@ def case_basic():
               f"hop-by-hop fields removed {hdrs}")
         check("BackendOpen" in tags(b) and "BereqAcct" in tags(b) and "BerespStatus" in tags(b), "fetch records")
         check(recs(b, "BerespStatus") == ["200"], "BerespStatus")
+    for b in bereqs:  # a new connection, then a pooled one: each logs Connected, as Varnish
+        seq = [x[0] if x[0] != "Timestamp" else x[1].split(":")[0] for x in b["records"]
+               if x[0] in ("Timestamp", "BackendOpen")]
+        check(seq[:4] == ["Start", "Connected", "BackendOpen", "Bereq"],
+              f"{recs(b, 'BereqURL')}: Timestamp Connected once the connection is had, before BackendOpen: {seq}")
     if sess:
         s = sess[0]
         check(tags(s)[1] == "Timestamp" or "SessOpen" in tags(s), "SessOpen")
