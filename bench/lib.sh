@@ -103,6 +103,64 @@ start_origin() {
   wait_port "$OPORT" || die "ringlog_test_origin did not start"
 }
 
+# start_fast_origin [BYTES]: haproxy answering every request itself (`http-request return`,
+# one thread) with a BYTES-byte body (1024), on a free port in OPORT. An origin this cheap
+# bounds neither proxy in front of it, unlike ringlog_test_origin.
+start_fast_origin() {
+  local bytes=${1:-1024}
+  OPORT=$(free_port)
+  /usr/bin/python3 - "$OPORT" "$bytes" >"$WORK/fast-origin.cfg" <<'PY'
+import sys
+port, n = sys.argv[1], int(sys.argv[2])
+print("global\n  nbthread 1\n  maxconn 4000\ndefaults\n  mode http\n  timeout client 60s\n"
+      "  timeout connect 5s\n  timeout server 60s\nfrontend origin\n  bind 127.0.0.1:%s\n"
+      "  http-request return status 200 content-type text/plain string %s" % (port, "x" * n))
+PY
+  haproxy -f "$WORK/fast-origin.cfg" -db >/dev/null 2>&1 &
+  pids+=("$!")
+  wait_port "$OPORT" || die "the haproxy origin did not start"
+}
+
+# haproxy_cfg PORT BACKEND_PORT [httplog]: a haproxy 2.6 proxy configuration with THREADS
+# threads in front of one server; with "httplog", `option httplog` for every request into a
+# 32 MiB ring "reqlog" (HAProxy's own shared-memory-style log buffer), readable on the
+# stats socket $WORK/haproxy-PORT.sock.
+haproxy_cfg() {
+  local port=$1 be=$2 log=${3:-}
+  printf 'global\n  nbthread %s\n  maxconn 4000\n  stats socket %s mode 600\n' "$THREADS" "$WORK/haproxy-$port.sock"
+  if [ "$log" = httplog ]; then
+    printf '  log ring@reqlog local0\nring reqlog\n  format rfc5424\n  maxlen 1200\n  size 33554432\n'
+  fi
+  printf 'defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n'
+  printf '  http-reuse always\n'
+  if [ "$log" = httplog ]; then printf '  log global\n  option httplog\n'; fi
+  printf 'frontend fe\n  bind 127.0.0.1:%s\n  default_backend be\nbackend be\n  server o 127.0.0.1:%s\n' "$port" "$be"
+}
+# start_haproxy PORT BACKEND_PORT [httplog]: haproxy_cfg's proxy, started and waited for.
+start_haproxy() {
+  haproxy_cfg "$@" >"$WORK/haproxy-$1.cfg"
+  haproxy -f "$WORK/haproxy-$1.cfg" -db >/dev/null 2>&1 &
+  pids+=("$!")
+  LAST=$!
+  wait_port "$1" || die "haproxy on port $1 did not start"
+}
+# haproxy_ring_events PORT: how many log lines haproxy on PORT holds in its ring "reqlog".
+haproxy_ring_events() {
+  /usr/bin/python3 - "$WORK/haproxy-$1.sock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"show events reqlog\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(sum(1 for line in data.splitlines() if line.strip()))
+PY
+}
+
 # start_ringproxy BIN INSTANCE PORT BACKEND_PORT EXTRA...: a ringproxy with THREADS workers,
 # one backend, a ring of RING_SIZE (256M); stderr in $WORK/INSTANCE.err, its pid in LAST.
 start_ringproxy() {
