@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ringproxy benchmark (a script, never a timed test): wrk on loopback, in one run,
-#   1. ringproxy pass-through with full logging vs Debian's haproxy 2.6, both in front of
-#      the same ringlog_test_origin, 1 KiB responses     (target: >= 1.0x haproxy req/s)
+#   1. ringproxy pass-through with full logging vs Debian's haproxy 2.6, twice: without
+#      logging (target: >= 1.0x its req/s) and with `option httplog` into one of its rings
+#      (target: >= 1.2x). All proxies sit in front of the same fast origin (a haproxy that
+#      answers 1 KiB bodies itself with `http-request return`), so the origin bounds none.
 #   2. ringproxy full logging vs logging masked (--mask none)            (target: >= 0.95x)
 #   3. tracing off vs trace points compiled out (ringproxy-notrace): quantiles of
 #      Timestamp Process ("since start") over 100 000 requests, the method of seeds/002
@@ -22,10 +24,9 @@ CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 need wrk haproxy cmake
-bench_build "$BUILD" ringproxy ringproxy-notrace ringlog_test_origin proxy_log_reader
+bench_build "$BUILD" ringproxy ringproxy-notrace proxy_log_reader
 PROXY=$BUILD/proxy/server/ringproxy
 NOTRACE=$BUILD/proxy/server/ringproxy-notrace
-ORIGIN=$BUILD/support/ringlog_test_origin
 READER=$BUILD/support/proxy_log_reader
 bench_workdir
 
@@ -53,32 +54,16 @@ start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
   start_ringproxy "$bin" "$inst" "$port" "$OPORT" --cache off "$@"
 }
 
-start_origin
+start_fast_origin 1024
 
 echo "ringproxy benchmark: $(date -u +%FT%TZ), $(nproc) cores, load $(load)"
-echo "  wrk -t2 -c$CONNS -d${DURATION}s, 1 KiB responses; origin ringlog_test_origin -t 1; proxies $THREADS threads"
+echo "  wrk -t2 -c$CONNS -d${DURATION}s, 1 KiB responses; origin haproxy http-request return (1 thread); proxies $THREADS threads"
 echo "  $ROUNDS interleaved rounds, medians"
 
 HPORT=$(free_port)
-cat >"$WORK/haproxy.cfg" <<HAPROXY
-global
-  nbthread $THREADS
-  maxconn 4000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-  http-reuse always
-frontend fe
-  bind 127.0.0.1:$HPORT
-  default_backend be
-backend be
-  server o 127.0.0.1:$OPORT
-HAPROXY
-haproxy -f "$WORK/haproxy.cfg" -db >/dev/null 2>&1 &
-pids+=($!)
-wait_port "$HPORT" || die "haproxy did not start"
+start_haproxy "$HPORT" "$OPORT"
+LPORT=$(free_port)
+start_haproxy "$LPORT" "$OPORT" httplog
 FPORT=$(free_port)
 start_proxy "$PROXY" bench-full "$FPORT"                # the default tag mask: every record
 MPORT=$(free_port)
@@ -88,6 +73,7 @@ start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
 for r in $(seq "$ROUNDS"); do
   run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
   run_wrk "haproxy 2.6" "http://127.0.0.1:$HPORT/size/1024"
+  run_wrk "haproxy 2.6 httplog" "http://127.0.0.1:$LPORT/size/1024"
   if [ $((r % 2)) -eq 1 ]; then
     run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
     run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
@@ -97,7 +83,10 @@ for r in $(seq "$ROUNDS"); do
   fi
   echo "  round $r: full/masked $(ratio "$(last "ringproxy full logging")" "$(last "ringproxy logging masked")")x"
 done
-for n in "origin direct" "haproxy 2.6" "ringproxy full logging" "ringproxy logging masked"; do report "$n"; done
+events=$(haproxy_ring_events "$LPORT")
+[ "$events" -gt 0 ] || die "haproxy with httplog logged nothing into its ring"
+echo "  (haproxy httplog ring: $events lines held at the end)"
+for n in "origin direct" "haproxy 2.6" "haproxy 2.6 httplog" "ringproxy full logging" "ringproxy logging masked"; do report "$n"; done
 
 # Tracing off (runtime check) vs compiled out: alternate short runs until each proxy has
 # served 100 000 requests, then the quantiles of the last 100 000 Timestamp Process.
@@ -146,7 +135,9 @@ quantiles bench-notrace "trace compiled out"
 m() { median ${RPS[$1]}; }
 echo
 echo "ratios (medians):"
-echo "  ringproxy full logging / haproxy 2.6:   $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6')")x  (target >= 1.0)"
+echo "  ringproxy full logging / haproxy 2.6 without logging: $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6')")x  (target >= 1.0)"
+echo "  ringproxy full logging / haproxy 2.6 httplog into a ring: $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6 httplog')")x  (target >= 1.2)"
+echo "  ringproxy logging masked / haproxy 2.6 without logging: $(ratio "$(m 'ringproxy logging masked')" "$(m 'haproxy 2.6')")x"
 echo "  full logging / logging masked:          $(ratio "$(m 'ringproxy full logging')" "$(m 'ringproxy logging masked')")x  (target >= 0.95)"
 echo "  tracing off / compiled out (req/s):     $(ratio "$(m 'ringproxy tracing off')" "$(m 'ringproxy trace compiled out')")x"
 if [ -s "$WORK/q.bench-trace-off" ] && [ -s "$WORK/q.bench-notrace" ]; then
