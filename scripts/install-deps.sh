@@ -9,6 +9,7 @@ PKGS=(
   python3 python3-matplotlib python3-prometheus-client
   tmux curl procps
   zlib1g-dev                        # ringproxy gzip filter
+  libpcre2-dev                      # every regular expression (queries, -I/-X, purges), as Varnish
   haproxy varnish rsyslog wrk       # real peers for tests and benchmarks (started on loopback by the tests)
   strace valgrind                   # system-call counts and instruction counts in bench/
   lttng-tools liblttng-ust-dev      # LTTng-UST, a peer of bench_ring (its own session daemon)

@@ -71,7 +71,7 @@ std::string Server::admin_command(const std::vector<std::string>& argv, bool& ok
       want(1, 1);
       try {
         return "purged " + std::to_string(cache_->purge_regex(argv[1]));
-      } catch (const std::regex_error& e) {
+      } catch (const ringlog::RegexError& e) {
         ok = false;
         return std::string("bad regular expression: ") + e.what();
       }

@@ -31,14 +31,11 @@ volatile sig_atomic_t g_hup = 0;
 void on_stop_signal(int) { g_stop = 1; }
 void on_hup_signal(int) { g_hup = 1; }
 
-std::regex compile_regex(const std::string& text, const std::string& what) {
+Regex compile_regex(const std::string& text, const std::string& what, bool caseless) {
   try {
-    auto flags = std::regex::ECMAScript | std::regex::optimize;
-#ifdef __GLIBCXX__
-    flags |= std::regex_constants::__polynomial;
-#endif
-    return std::regex(text, flags);
-  } catch (const std::regex_error& e) {
+    return Regex::compile(text, RegexOptions{.caseless = caseless});
+  } catch (const RegexError& e) {
+    // PCRE2's message and where in the pattern it stopped.
     throw UsageError(what + ": bad regular expression '" + text + "': " + e.what());
   }
 }
@@ -153,7 +150,7 @@ std::string missing_ring_message(const std::string& instance, const std::string&
 // ---------------------------------------------------------------- record filters
 
 RecordFilter RecordFilter::build(const std::vector<std::pair<char, std::string>>& filters, bool client,
-                                 bool backend) {
+                                 bool backend, bool caseless) {
   RecordFilter f;
   f.client_ = client;
   f.backend_ = backend;
@@ -202,7 +199,7 @@ RecordFilter RecordFilter::build(const std::vector<std::pair<char, std::string>>
       rf.any_tag = false;
       re = arg.substr(colon + 1);
     }
-    rf.re = compile_regex(re, name);
+    rf.re = compile_regex(re, name, caseless);
     (opt == 'I' ? f.select_re_ : f.suppress_re_).push_back(std::move(rf));
   }
   return f;
@@ -214,7 +211,8 @@ bool RecordFilter::show(const Record& r) const {
   auto match = [&](const std::vector<RegexFilter>& v) {
     for (const RegexFilter& f : v) {
       if (!f.any_tag && !f.tags.contains(r.tag)) continue;
-      if (std::regex_search(r.payload.begin(), r.payload.end(), f.re)) return true;
+      // As varnishlog: only a definite match selects (a search stopped by a PCRE2 limit does not).
+      if (f.re.matches(r.payload)) return true;
     }
     return false;
   };

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <regex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -25,6 +24,7 @@
 #include "ringlog/group.hpp"
 #include "ringlog/query.hpp"
 #include "ringlog/record.hpp"
+#include "ringlog/regex.hpp"
 #include "ringlog/ring.hpp"
 
 namespace CLI {
@@ -38,12 +38,14 @@ std::optional<double> parse_wait(std::string_view s);
 
 // varnishlog's record filters (VSL_Match): -i/-x select/suppress tags, -I/-X
 // [taglist:]regex select/suppress records; once -i or -I is given, tags not selected
-// are hidden. -c/-b hide records of the other side.
+// are hidden. -c/-b hide records of the other side. The regexes are PCRE2's
+// (ringlog::Regex).
 class RecordFilter {
  public:
   RecordFilter() = default;
   // Throws UsageError for a bad taglist or regex.
-  static RecordFilter build(const std::vector<std::pair<char, std::string>>& filters, bool client, bool backend);
+  static RecordFilter build(const std::vector<std::pair<char, std::string>>& filters, bool client, bool backend,
+                            bool caseless = false);
   bool empty() const noexcept { return !active_; }
   // Should this record be shown?
   bool show(const Record& r) const;
@@ -55,7 +57,7 @@ class RecordFilter {
   struct RegexFilter {
     TagSet tags;  // empty: every tag
     bool any_tag = true;
-    std::regex re;
+    Regex re;
   };
   bool active_ = false;
   bool client_ = false, backend_ = false;

@@ -1,8 +1,8 @@
 // The VSL query language: a small lexer, a recursive-descent parser (not > and > or)
 // and an evaluator over transaction groups, with Varnish's semantics (vsl-query(7)).
 // Hostile input must never crash it: nesting depth, query length and regex size are
-// bounded, and regexes run in libstdc++'s polynomial (non-recursive over the subject)
-// mode so long payloads cannot exhaust the stack.
+// bounded, and regexes are PCRE2's (ringlog::Regex), which never recurses on the
+// subject and stops at its limits, so long payloads cannot exhaust the stack.
 #include "ringlog/query.hpp"
 
 #include <algorithm>
@@ -10,8 +10,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 #include <variant>
+
+#include "ringlog/regex.hpp"
 
 namespace ringlog {
 
@@ -138,7 +139,8 @@ struct Query::Node {
   std::int64_t rhs_int = 0;
   double rhs_float = 0;
   std::string rhs_text;
-  std::shared_ptr<const std::regex> re;
+  bool caseless = false;  // eq/ne ignore case (-C); the regex carries its own flag
+  Regex re;
 };
 
 namespace {
@@ -308,9 +310,31 @@ bool parse_float(std::string_view s, double& v) {
   return true;
 }
 
+// The offset in the query text of byte `offset` of a token's text: a quoted string
+// starts after its quote, and an escaped quote is two bytes of the query for one of
+// the text (an escaped backslash stays two bytes in both).
+std::size_t source_pos(std::string_view q, const Token& t, std::size_t offset) {
+  if (t.type != T::string) return std::min(t.pos + offset, q.size());
+  const char quote = q[t.pos];
+  std::size_t j = t.pos + 1, k = 0;
+  while (k < offset && j < q.size()) {
+    if (q[j] == '\\' && j + 1 < q.size() && q[j + 1] == quote) {
+      j += 2;
+      k += 1;
+    } else if (q[j] == '\\' && j + 1 < q.size() && q[j + 1] == '\\') {
+      j += 2;
+      k += 2;
+    } else {
+      ++j;
+      ++k;
+    }
+  }
+  return std::min(j, q.size());
+}
+
 class Parser {
  public:
-  explicit Parser(std::string_view q) : toks_(lex(q)) {}
+  Parser(std::string_view q, QueryOptions options) : q_(q), options_(options), toks_(lex(q)) {}
 
   std::shared_ptr<const Node> parse() {
     if (peek().type == T::end) throw QueryParseError(peek().pos, "empty query");
@@ -447,6 +471,7 @@ class Parser {
       case Op::sne:
         if (n->vxid) throw QueryParseError(opt.pos, "'vxid' needs a numeric comparison (== != < <= > >=)");
         n->rhs_text = rhs.type == T::string ? plain_string(rhs.text) : rhs.text;
+        n->caseless = options_.caseless;
         break;
       case Op::match:
       case Op::nomatch: {
@@ -454,13 +479,9 @@ class Parser {
         n->rhs_text = rhs.text;
         if (n->rhs_text.size() > kMaxRegexLen) throw QueryParseError(rhs.pos, "regular expression too long");
         try {
-          auto flags = std::regex::ECMAScript | std::regex::optimize;
-#ifdef __GLIBCXX__
-          flags |= std::regex_constants::__polynomial;
-#endif
-          n->re = std::make_shared<const std::regex>(n->rhs_text, flags);
-        } catch (const std::regex_error& e) {
-          throw QueryParseError(rhs.pos, std::string("bad regular expression: ") + e.what());
+          n->re = Regex::compile(n->rhs_text, RegexOptions{.caseless = options_.caseless});
+        } catch (const RegexError& e) {
+          throw QueryParseError(source_pos(q_, rhs, e.offset()), "bad regular expression: " + e.message());
         }
         break;
       }
@@ -506,6 +527,8 @@ class Parser {
     }
   }
 
+  std::string_view q_;
+  QueryOptions options_;
   std::vector<Token> toks_;
   std::size_t i_ = 0;
 };
@@ -575,10 +598,12 @@ bool numeric_test(const Node& n, std::string_view v) {
 bool test_value(const Node& n, std::string_view v) {
   switch (n.op) {
     case Op::none: return true;
-    case Op::seq: return v == n.rhs_text;
-    case Op::sne: return v != n.rhs_text;
-    case Op::match: return std::regex_search(v.begin(), v.end(), *n.re);
-    case Op::nomatch: return !std::regex_search(v.begin(), v.end(), *n.re);
+    case Op::seq: return n.caseless ? iequal(v, n.rhs_text) : v == n.rhs_text;
+    case Op::sne: return n.caseless ? !iequal(v, n.rhs_text) : v != n.rhs_text;
+    // As Varnish: a search that stops at a PCRE2 limit counts as a match for '~' and
+    // as no match for '!~' (only a definite "no match" satisfies '!~').
+    case Op::match: return n.re.search(v) != Regex::Result::no_match;
+    case Op::nomatch: return n.re.search(v) == Regex::Result::no_match;
     default: return numeric_test(n, v);
   }
 }
@@ -673,11 +698,11 @@ void dump(const Node& n, std::string& out) {
 
 Query::~Query() = default;
 
-Query Query::parse(std::string_view text) {
+Query Query::parse(std::string_view text, QueryOptions options) {
   if (text.size() > kMaxQueryLen) throw QueryParseError(kMaxQueryLen, "query too long");
   Query q;
   q.text_ = std::string(text);
-  q.root_ = Parser(text).parse();
+  q.root_ = Parser(text, options).parse();
   return q;
 }
 

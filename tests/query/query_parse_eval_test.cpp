@@ -64,6 +64,7 @@ class QueryEval : public ::testing::Test {
     g.txns = {&req, &be};
   }
   bool m(const std::string& q) { return Query::parse(q).matches(g); }
+  bool mc(const std::string& q) { return Query::parse(q, ringlog::QueryOptions{.caseless = true}).matches(g); }
 
   Transaction req, be;
   Group g;
@@ -96,7 +97,9 @@ TEST(QueryParse, ErrorsCarryThePosition) {
   EXPECT_EQ(error_pos("ReqURL and Nope*"), 11u);  // glob matching no tag
   EXPECT_EQ(error_pos("(ReqURL"), 7u);            // ')' missing
   EXPECT_EQ(error_pos("ReqURL )"), 7u);
-  EXPECT_EQ(error_pos("ReqURL ~ \"(\""), 9u);     // bad regex: at the operand
+  EXPECT_EQ(error_pos("ReqURL ~ \"(\""), 11u);    // bad regex: where PCRE2 stopped in it
+  EXPECT_EQ(error_pos("ReqURL ~ \"a\\\"(b\""), 15u);  // ... counted in the query text, escapes included
+  EXPECT_EQ(error_pos("ReqURL ~ a\\"), 11u);      // an unquoted regex too
   EXPECT_EQ(error_pos("RespStatus > abc"), 13u);  // numeric operator, string operand
   EXPECT_EQ(error_pos("{x}ReqURL"), 1u);
   EXPECT_EQ(error_pos("{1ReqURL"), 1u);
@@ -136,6 +139,10 @@ TEST(QueryParse, HostileInputIsAnErrorNotACrash) {
   EXPECT_THROW(Query::parse(std::string(100000, 'a')), QueryParseError);  // too long
   EXPECT_THROW(Query::parse(std::string("ReqURL eq \"\0\"", 13) + "x"), QueryParseError);
   EXPECT_NO_THROW(Query::parse(std::string("ReqURL eq \"\0\"", 13)));
+  // Regexes nested past PCRE2's limit, or too big once compiled: refused, not a crash.
+  EXPECT_THROW(Query::parse("ReqURL ~ \"" + std::string(2000, '(') + "a" + std::string(2000, ')') + "\""), QueryParseError);
+  EXPECT_THROW(Query::parse("ReqURL ~ \"((a{65535}){65535}){65535}\""), QueryParseError);
+  EXPECT_NO_THROW(Query::parse("ReqURL ~ \"" + std::string(200, '(') + "a" + std::string(200, ')') + "\""));
 }
 
 TEST_F(QueryEval, StringOperators) {
@@ -206,6 +213,63 @@ TEST_F(QueryEval, BooleanCombinations) {
   EXPECT_TRUE(m("Hit or (ReqMethod eq GET and ReqURL ~ html)"));
   EXPECT_FALSE(m("not (Hit or ReqMethod eq GET)"));
   EXPECT_TRUE(m("not not ReqURL"));
+}
+
+// Regexes are PCRE2's, as Varnish's: they search anywhere, take Perl syntax and inline
+// flags, and -C (QueryOptions::caseless) makes every regex and eq/ne caseless.
+TEST_F(QueryEval, RegexesArePcre2AndCaselessWithTheOption) {
+  EXPECT_TRUE(m("ReqURL ~ \"index\""));
+  EXPECT_FALSE(m("ReqURL !~ index"));
+  EXPECT_TRUE(m("ReqURL ~ \"(?i)/INDEX\""));
+  EXPECT_TRUE(m("ReqHeader:User-Agent ~ \"^curl/\\d+\\.\\d+\""));
+  EXPECT_TRUE(m("ReqHeader ~ \"(?<=Host: )example\\.com$\""));
+  EXPECT_FALSE(m("ReqURL ~ \"/INDEX\""));
+  EXPECT_TRUE(mc("ReqURL ~ \"/INDEX\""));
+  EXPECT_FALSE(mc("ReqURL !~ \"/INDEX\""));
+  EXPECT_TRUE(mc("ReqURL ~ \"(?-i)/index\""));
+  EXPECT_FALSE(mc("ReqURL ~ \"(?-i)/INDEX\""));
+  EXPECT_FALSE(m("ReqMethod eq get"));
+  EXPECT_TRUE(mc("ReqMethod eq get"));
+  EXPECT_TRUE(m("ReqMethod ne get"));
+  EXPECT_FALSE(mc("ReqMethod ne get"));
+  QuerySet s(ringlog::QueryOptions{.caseless = true});
+  s.add_file_text("ReqURL ~ \"^/INDEX\\.HTML$\"\n");
+  EXPECT_TRUE(s.matches(g));
+}
+
+TEST(QueryParse, ABadRegexShowsPcre2sMessage) {
+  try {
+    Query::parse("ReqURL ~ \"^/(a|b\"");
+    FAIL();
+  } catch (const QueryParseError& e) {
+    EXPECT_EQ(e.pos(), 16u);
+    EXPECT_NE(e.message().find("bad regular expression: missing closing parenthesis"), std::string::npos)
+        << e.message();
+  }
+}
+
+// A 64 KiB header value: every iteration of (a|b)* is a backtracking point, and the
+// answer must still come back, right, without exhausting any stack.
+TEST_F(QueryEval, A64KiBHeaderAgainstAlternationGivesTheRightAnswer) {
+  std::string v = "X-Pad: ";
+  while (v.size() < 64 * 1024) v += (v.size() & 1) ? 'a' : 'b';
+  req.records.push_back(HeldRecord{Tag::ReqHeader, false, false, v});
+  EXPECT_FALSE(m("ReqHeader:X-Pad ~ \"(a|b)*c\""));
+  EXPECT_TRUE(m("ReqHeader:X-Pad !~ \"(a|b)*c\""));
+  EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"^(a|b)*$\""));
+  req.records.back().payload += 'c';
+  EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"(a|b)*c\""));
+  EXPECT_FALSE(m("ReqHeader:X-Pad !~ \"(a|b)*c\""));
+  EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"^(a|b)*c$\""));
+  EXPECT_FALSE(m("ReqHeader:X-Pad ~ \"^(a|b)*$\""));
+}
+
+// A search stopped by a PCRE2 limit counts as a match for '~' and as no match for
+// '!~', as Varnish's VRE_match result is read.
+TEST_F(QueryEval, ASearchStoppedByALimitIsNotANoMatch) {
+  req.records.push_back(HeldRecord{Tag::ReqHeader, false, false, "X-A: " + std::string(200, 'a') + "!"});
+  EXPECT_TRUE(m("ReqHeader:X-A ~ \"^(?:a|aa)+$\""));
+  EXPECT_FALSE(m("ReqHeader:X-A !~ \"^(?:a|aa)+$\""));
 }
 
 TEST_F(QueryEval, QuerySetOrsItsQueries) {

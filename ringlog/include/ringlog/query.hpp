@@ -3,6 +3,7 @@
 // evaluated against each Group; every record test means "some record of some
 // transaction of the group (at the given level) passes". Parsing trusts nothing:
 // errors carry the byte position in the query text, never crash.
+// `~` and `!~` search anywhere with PCRE2 (ringlog::Regex), as Varnish does.
 // Thread safety: a parsed Query/QuerySet is immutable; matches() may run concurrently.
 #pragma once
 
@@ -60,10 +61,17 @@ class TagSet {
 // Case-insensitive glob over tag names: '*' matches any run of characters.
 bool tag_glob_match(std::string_view glob, std::string_view name) noexcept;
 
+// How a query is compiled. caseless: every regex and every eq/ne comparison ignores
+// case (the tools' -C, as varnishlog -C).
+struct QueryOptions {
+  bool caseless = false;
+};
+
 class Query {
  public:
-  // Throws QueryParseError.
-  static Query parse(std::string_view text);
+  // Throws QueryParseError; a regex PCRE2 refuses is one, at the position in the query
+  // text where PCRE2 stopped.
+  static Query parse(std::string_view text, QueryOptions options = {});
 
   Query(const Query&) = default;
   Query(Query&&) noexcept = default;
@@ -88,8 +96,10 @@ class Query {
 // selects everything.
 class QuerySet {
  public:
-  // Parses and adds one query; throws QueryParseError.
-  void add(std::string_view text) { queries_.push_back(Query::parse(text)); }
+  QuerySet() = default;
+  explicit QuerySet(QueryOptions options) : options_(options) {}
+  // Parses and adds one query (with the set's options); throws QueryParseError.
+  void add(std::string_view text) { queries_.push_back(Query::parse(text, options_)); }
   // Adds the queries of a -Q file: one per line; blank lines and lines starting with
   // '#' are skipped. Throws QueryParseError whose message names the line and whose
   // pos is the offset within that line.
@@ -100,6 +110,7 @@ class QuerySet {
   bool matches(const Group& g) const;
 
  private:
+  QueryOptions options_;
   std::vector<Query> queries_;
 };
 

@@ -9,13 +9,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "ringlog/regex.hpp"
 #include "ringlog/txn.hpp"
 #include "ringproxy/delivery/filters.hpp"
 
@@ -129,7 +129,7 @@ class Cache {
 
   // PURGE: every variant of host+url; and by regex over "host" + "url" keys.
   std::size_t purge(std::string_view host, std::string_view url);
-  std::size_t purge_regex(const std::string& pattern);  // throws std::regex_error
+  std::size_t purge_regex(const std::string& pattern);  // PCRE2; throws ringlog::RegexError
 
   std::size_t objects() const;
   const CacheStats& stats() const noexcept { return st_; }
