@@ -317,6 +317,10 @@ void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
     app.add_option("-R", o.rate, "Rate limit: at most LIMIT transactions per PERIOD (default 1s), e.g. 10/2m")
         ->type_name("LIMIT[/PERIOD]");
   }
+  if (groups & (kSelectOptions | kRecordFilterOptions))
+    app.add_flag("-C", o.caseless,
+                 (groups & kRecordFilterOptions) ? "Caseless: regular expressions (-q ~ and !~, -I, -X) and eq/ne ignore case"
+                                                 : "Caseless: regular expressions (-q ~ and !~) and eq/ne ignore case");
   if (groups & kRecordFilterOptions) {
     app.add_option("-i", "Include only records of these tags (comma-separated, globs); repeatable")
         ->type_name("TAGLIST")
@@ -359,7 +363,7 @@ void prepare(CLI::App& app, ReaderOptions& o) {
   if (o.client && o.backend) throw UsageError("-c and -b exclude each other");
   if (!o.read_file.empty() && (!o.instance.empty() || o.pinned))
     throw UsageError("-r reads a file: -n and --pinned do not apply");
-  o.query_set = QuerySet();
+  o.query_set = QuerySet(QueryOptions{.caseless = o.caseless});
   for (std::size_t i = 0; i < o.queries.size(); ++i) {
     try {
       o.query_set.add(o.queries[i]);
@@ -379,7 +383,7 @@ void prepare(CLI::App& app, ReaderOptions& o) {
       throw UsageError("-Q " + f + ": query error at position " + std::to_string(e.pos()) + " of " + e.message());
     }
   }
-  o.filter = RecordFilter::build(o.record_filters, o.client, o.backend);
+  o.filter = RecordFilter::build(o.record_filters, o.client, o.backend, o.caseless);
   o.rate_limiter = o.rate.empty() ? RateLimiter() : RateLimiter::parse(o.rate);
 }
 

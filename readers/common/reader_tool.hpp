@@ -1,6 +1,6 @@
 // Shared code of the record reader tools (ringlog, ringlog-ncsa, ringlog-top,
 // ringlog-forward): the options every tool spells the same way (-n -t -d -r --pinned,
-// -g -T -L, -q -Q -c -b -k -R, -i -x -I -X), finding and following the ring
+// -g -T -L, -q -Q -c -b -k -R -C, -i -x -I -X), finding and following the ring
 // (waiting for it, reattaching when a writer recreates it, overruns), reading
 // ringlog binary files, and the loop that groups records and hands each selected
 // group to the tool. It never prints records itself: tools own their output.
@@ -39,7 +39,7 @@ std::optional<double> parse_wait(std::string_view s);
 // varnishlog's record filters (VSL_Match): -i/-x select/suppress tags, -I/-X
 // [taglist:]regex select/suppress records; once -i or -I is given, tags not selected
 // are hidden. -c/-b hide records of the other side. The regexes are PCRE2's
-// (ringlog::Regex).
+// (ringlog::Regex), caseless with -C.
 class RecordFilter {
  public:
   RecordFilter() = default;
@@ -98,6 +98,7 @@ struct ReaderOptions {
   bool backend = false;                  // -b
   std::uint64_t limit = 0;               // -k: stop after this many selected groups (0: no limit)
   std::string rate;                      // -R LIMIT[/PERIOD]
+  bool caseless = false;                 // -C: regexes (-q, -I, -X) and eq/ne ignore case
   // Record filters in command-line order: ('i'|'x'|'I'|'X', argument).
   std::vector<std::pair<char, std::string>> record_filters;
 
@@ -113,8 +114,8 @@ struct ReaderOptions {
 enum OptionGroups : unsigned {
   kSourceOptions = 1,    // -n -t -d -r --pinned
   kGroupingOptions = 2,  // -g -T -L
-  kSelectOptions = 4,    // -q -Q -c -b -k -R
-  kRecordFilterOptions = 8,  // -i -x -I -X
+  kSelectOptions = 4,    // -q -Q -c -b -k -R (and -C)
+  kRecordFilterOptions = 8,  // -i -x -I -X (and -C)
   kAllOptions = 15,
 };
 

@@ -452,7 +452,8 @@ def case_filters():
     out_j, out_r = os.path.join(WORK, "j.log"), os.path.join(WORK, "r.log")
     rs = Rsyslog("rs", tcp={pj: out_j, pr: out_r})
     rs.start()
-    jsel = ["-q", 'ReqURL ~ "^/seq/0000[0-4]"', "-x", "ReqHeader", "-x", "Resp*,Timestamp"]
+    # -C: caseless regexes, as ringlog's -C.
+    jsel = ["-C", "-q", 'ReqURL ~ "^/SEQ/0000[0-4]"', "-x", "ReqHeader", "-x", "Resp*,Timestamp"]
     rsel = ["-q", 'RespStatus == 200 and ReqURL ~ "[05]$"', "-i", "ReqURL", "-i", "RespStatus"]
     fj = forwarder("fj", ["-t", "10", "--output", "json", "--framing", "lf",
                           "--stats", os.path.join(WORK, "j.stats")] + jsel + [f"tcp://127.0.0.1:{pj}"], "q")
@@ -469,7 +470,7 @@ def case_filters():
     stop(fr)
     rs.stop()
     # (ringlog itself takes one -x: its shared option setup refuses a second one.)
-    ref = subprocess.run([TAIL, "-n", "q", "-d", "-j", "-q", jsel[1], "-x", "ReqHeader,Resp*,Timestamp"],
+    ref = subprocess.run([TAIL, "-n", "q", "-d", "-j", "-C", "-q", jsel[2], "-x", "ReqHeader,Resp*,Timestamp"],
                          capture_output=True, text=True, env=ENV, timeout=60)
     if ref.returncode != 0:
         fail(f"ringlog -d -j: {ref.returncode} {ref.stderr}")
@@ -515,6 +516,7 @@ def case_cli():
            (["--output", "xml", "tcp://h:1"], "--output"), (["-F", "%{", "tcp://h:1"], "format"),
            (["--framing", "cr", "tcp://h:1"], "--framing"), (["--on-stall", "wait", "tcp://h:1"], "--on-stall"),
            (["--bogus", "tcp://h:1"], "--bogus"), (["-q", "ReqURL ~", "tcp://h:1"], "-q"),
+           (["-q", 'ReqURL ~ "(a|b"', "tcp://h:1"], "missing closing parenthesis"),
            (["--buffer", "12q", "tcp://h:1"], "--buffer"), (["--udp-max", "100", "udp://h:1"], "--udp-max"),
            (["--retry-min", "5", "--retry-max", "1", "tcp://h:1"], "--retry-max"),
            (["--stall-fill", "5", "tcp://h:1"], "--stall-fill"), (["--stats", "x", "--no-stats", "tcp://h:1"], "--no-stats"),

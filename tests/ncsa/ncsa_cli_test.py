@@ -141,6 +141,18 @@ r = ncsa("-n", "fixed", "-d", "-q", "RespStatus >= 400", "-F", "%s %U")
 check(r.returncode == 0 and r.stdout == b"400 /../etc/passwd\n", f"-q: {r.stdout!r} {r.stderr!r}")
 r = ncsa("-n", "fixed", "-d", "-q", "RespStatus == 201", "-q", "ReqMethod eq HEAD", "-F", "%m %s")
 check(r.stdout == b"POST 201\nHEAD 200\n", f"several -q are OR-ed: {r.stdout!r}")
+# -C: the queries' regexes and eq/ne caseless, as varnishncsa -C; (?i) works without it.
+r = ncsa("-n", "fixed", "-d", "-C", "-q", "ReqMethod eq head", "-F", "%m %s")
+check(r.returncode == 0 and r.stdout == b"HEAD 200\n", f"-C -q eq: {r.stdout!r} {r.stderr!r}")
+r = ncsa("-n", "fixed", "-d", "-q", "ReqMethod eq head", "-F", "%m %s")
+check(r.returncode == 0 and r.stdout == b"", f"eq without -C is case-sensitive: {r.stdout!r}")
+want = ncsa("-n", "fixed", "-d", "-q", 'ReqURL ~ "\\.png"', "-F", "%m %U").stdout
+check(want != b"", "a query selecting the .png requests")
+for args in (["-C", "-q", 'ReqURL ~ "\\.PNG"'], ["-q", 'ReqURL ~ "(?i)\\.PNG"']):
+    r = ncsa("-n", "fixed", "-d", *args, "-F", "%m %U")
+    check(r.returncode == 0 and r.stdout == want, f"{args}: as the case-sensitive query ({r.stdout!r} {r.stderr!r})")
+r = ncsa("-n", "fixed", "-d", "-q", 'ReqURL ~ "\\.PNG"', "-F", "%m %U")
+check(r.returncode == 0 and r.stdout == b"", f"~ without -C is case-sensitive: {r.stdout!r}")
 r = ncsa("-n", "fixed", "-d", "-b", "-q", "BerespStatus == 201", "-F", "%s %h")
 check(r.stdout == b"201 198.51.100.7\n", f"-b -q: {r.stdout!r}")
 qfile = os.path.join(WORK, "queries")
@@ -275,6 +287,9 @@ r = ncsa("-f", ffile)
 check(r.returncode == 2 and b"-f:" in r.stderr and b"unmatched" in r.stderr, f"bad format in a file: exit 2 ({r.stderr!r})")
 r = ncsa("-q", "RespStatus >= ")
 check(r.returncode == 2 and b"-q:" in r.stderr and b"^" in r.stderr, f"bad query: exit 2 with a caret ({r.stderr!r})")
+r = ncsa("-q", 'ReqURL ~ "[z-a]"')
+check(r.returncode == 2 and b"position 13" in r.stderr and b"range out of order" in r.stderr,
+      f"bad regex: exit 2 with PCRE2's message at its position ({r.stderr!r})")
 bad_args = [["--bogus"], ["-g", "raw"], ["-g", "session"], ["-g", "nope"], ["-F", "%s", "-f", ffile], ["-F", ""],
             ["-D"], ["-D", "-w", "-"], ["-t", "soon"], ["-k", "many"], ["-k", "-2"], ["-R", "fast"], ["-T", "0"], ["-L", "0"],
             ["-w"], ["-n"], ["extra-argument"], ["-r", "x", "-n", "fixed"], ["-F", "%{x}T"], ["-F", "%"]]

@@ -167,6 +167,25 @@ def case_options():
     check(rc == 0 and "curl" in out, f"-I twice: exit {rc}: {err!r}")
     rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-I", "^GET$"])
     check(out.count("\n") == 3 and "ReqMethod" in out and "BereqMethod" in out, f"-I without taglist: {out!r}")
+    # Regexes are PCRE2's, searched anywhere; -C makes every one caseless (varnishlog -C).
+    rc, want_i, _ = run(["-n", n, "-d", "-g", "raw", "-I", "ReqHeader:curl", "-i", "ReqURL"])
+    for args in (["-C", "-I", "ReqHeader:CURL"], ["-I", "ReqHeader:(?i)CURL"], ["-C", "-I", "reqheader:CuRl"]):
+        rc, out, err = run(["-n", n, "-d", "-g", "raw", *args, "-i", "ReqURL"])
+        check(rc == 0 and out == want_i and "curl" in out, f"{args}: as -I ReqHeader:curl ({rc} {err!r})")
+    rc, out, _ = run(["-n", n, "-d", "-g", "raw", "-I", "ReqHeader:CURL", "-i", "ReqURL"])
+    check(rc == 0 and "curl" not in out, f"-I without -C is case-sensitive: {out!r}")
+    rc, want_q, _ = run(["-n", n, "-d", "-g", "request", "-q", "RespStatus == 404"])
+    for q in ('ReqMethod eq get and RespStatus == 404', 'ReqURL ~ "(?i)^/" and RespStatus == 404'):
+        rc, out, err = run(["-n", n, "-d", "-g", "request", "-C", "-q", q])
+        check(rc == 0 and out == want_q and out, f"-C -q {q!r}: the 404 request ({rc} {err!r})")
+    rc, out, _ = run(["-n", n, "-d", "-g", "request", "-q", "ReqMethod eq get"])
+    check(rc == 0 and out == "", f"eq without -C is case-sensitive: {out!r}")
+    rc, out, err = run(["-n", n, "-d", "-q", 'ReqURL ~ "^/(a|b"'])
+    check(rc == 2 and "position 16" in err and "missing closing parenthesis" in err and "^" in err,
+          f"bad regex in a query: PCRE2's message at its position: rc {rc} err {err!r}")
+    rc, out, err = run(["-n", n, "-d", "-X", "ReqURL:a{2,1}"])
+    check(rc == 2 and "-X: bad regular expression 'a{2,1}'" in err and "offset 5" in err,
+          f"bad -X regex: PCRE2's message and offset: rc {rc} err {err!r}")
     # -c / -b
     rc, out, _ = run(["-n", n, "-d", "-g", "vxid", "-c"])
     check("<< Request  >> 4098" in out and "<< Request  >> 4100" in out and "BeReq" not in out and

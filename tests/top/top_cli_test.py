@@ -108,6 +108,21 @@ check(r.stdout == b"     2.00 ReqURL /\n     2.00 ReqURL /../etc/passwd\n     2.
                   b"     2.00 ReqURL /index.html\n", f"-k 12 -c: two sets of requests ({r.stdout!r})")
 r = top("-n", "fixed", "-1", "-c", "-R", "3/1m", "-i", "ReqURL")
 check(r.returncode == 0 and r.stdout == b"", f"-R 3/1m: no request counted twice ({r.stdout!r})")
+# -C: every regex (-I, -X, -q) and eq/ne caseless, as varnishtop -C; (?i) works without it.
+for args in (["-C", "-I", "ReqHeader:^USER-AGENT:"], ["-I", "ReqHeader:(?i)^user-AGENT:"]):
+    r = top("-n", "fixed", "-1", *args)
+    check(r.returncode == 0 and r.stdout == outs["regex.txt"], f"{args}: the -I dump ({r.returncode}, {r.stderr!r})")
+r = top("-n", "fixed", "-1", "-I", "ReqHeader:^USER-AGENT:")
+check(r.returncode == 0 and r.stdout == b"", f"-I without -C is case-sensitive ({r.stdout!r})")
+r = top("-n", "fixed", "-1", "-C", "-X", "REQHEADER:^(HOST|USER-AGENT):", *cases["regex_exclude.txt"][2:])
+check(r.returncode == 0 and r.stdout == outs["regex_exclude.txt"], f"-C -X: the -X dump ({r.stderr!r})")
+r = top("-n", "fixed", "-1", "-C", "-q", "RespStatus >= 300 and ReqMethod eq get", "-i", "ReqURL,RespStatus")
+check(r.returncode == 0 and r.stdout and r.stdout == top("-n", "fixed", "-1", "-q", "RespStatus >= 300 and ReqMethod eq GET",
+                                                         "-i", "ReqURL,RespStatus").stdout,
+      f"-C: eq is caseless ({r.stdout!r})")
+r = top("-n", "fixed", "-1", "-I", "ReqURL:(a|b")
+check(r.returncode == 2 and b"missing closing parenthesis" in r.stderr and b"offset 4" in r.stderr,
+      f"a bad -I regex: exit 2 with PCRE2's message and offset ({r.stderr!r})")
 qfile = os.path.join(WORK, "queries")
 with open(qfile, "w") as f:
     f.write("# statuses\nRespStatus >= 300\n")
