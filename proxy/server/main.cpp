@@ -21,7 +21,7 @@
 #include "config.hpp"
 #include "program.hpp"
 #include "params.hpp"
-#include "proxy_tunnels.hpp"
+#include "tunnels.hpp"
 #include "server.hpp"
 
 namespace {

@@ -14,11 +14,9 @@
 #include <cstring>
 
 #include "ringlog/log.hpp"
-#include "ringproxy/counters.hpp"
 
 namespace ringproxy::tunnel {
 
-namespace sm = ringproxy::counters::main;
 using ringlog::Tag;
 
 std::string_view to_string(EndReason r) noexcept {
@@ -88,17 +86,14 @@ State Tunnel::start(TunnelStart&& s) {
       if (a) env_.pool->release(*a, true);
       why = "pipe pool exhausted";
       fell_back_ = true;
-      if (env_.main) env_.main->add(sm::pipe_fallback);
+      if (env_.stats) env_.stats->tunnel_fell_back();
     }
   }
   if (why)
     txn_.recordf(Tag::Notice, "tunnel copy (%s)", why);
   else
     txn_.recordf(Tag::Notice, "tunnel splice (pipe %zu bytes)", up.pipe.size);
-  if (env_.main) {
-    env_.main->add(sm::pipe_sess);
-    env_.main->add(sm::pipe_active);
-  }
+  if (env_.stats) env_.stats->tunnel_started();
 
   last_io_ = Clock::now();
   env_.host->watch(client_fd_, kEvents, this);
@@ -126,7 +121,7 @@ State Tunnel::on_event(int fd, std::uint32_t events) {
 State Tunnel::on_timer(Clock::time_point now) {
   if (state_ != State::running) return state_;
   if (now >= deadline()) {
-    if (env_.main) env_.main->add(sm::pipe_idle_timeout);
+    if (env_.stats) env_.stats->tunnel_idle_timeout();
     return finish(EndReason::timeout, "idle");
   }
   return state_;
@@ -283,7 +278,7 @@ Tunnel::Step Tunnel::to_copy(Dir& d, const char* why, int err) {
   d.mode = Mode::copy;
   if (!fell_back_) {
     fell_back_ = true;
-    if (env_.main) env_.main->add(sm::pipe_fallback);
+    if (env_.stats) env_.stats->tunnel_fell_back();
   }
   txn_.recordf(Tag::Notice, "tunnel copy %s->%s (%s: %s)", d.src_name, d.dst_name, why, std::strerror(err));
   return Step::wait;
@@ -322,7 +317,7 @@ State Tunnel::finish(EndReason r, std::string_view detail) {
     d.src = d.dst = -1;
   }
   flush_counters();
-  if (env_.main) env_.main->sub(sm::pipe_active);
+  if (env_.stats) env_.stats->tunnel_ended();
   txn_.recordf(Tag::PipeAcct, "%llu %llu %llu %llu", (unsigned long long)client_hdr_,
                (unsigned long long)backend_hdr_, (unsigned long long)dir_[kUp].delivered,
                (unsigned long long)dir_[kDown].delivered);
@@ -333,10 +328,9 @@ State Tunnel::finish(EndReason r, std::string_view detail) {
 }
 
 void Tunnel::flush_counters() noexcept {
-  if (!env_.main) return;
+  if (!env_.stats) return;
   std::uint64_t s = spliced_bytes(), c = copied_bytes();
-  if (s != counted_spliced_) env_.main->add(sm::pipe_splice_bytes, s - counted_spliced_);
-  if (c != counted_copied_) env_.main->add(sm::pipe_copy_bytes, c - counted_copied_);
+  if (s != counted_spliced_ || c != counted_copied_) env_.stats->tunnel_bytes(s - counted_spliced_, c - counted_copied_);
   counted_spliced_ = s;
   counted_copied_ = c;
 }

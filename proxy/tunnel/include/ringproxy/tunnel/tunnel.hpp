@@ -29,8 +29,8 @@
 // own transaction, passed in), Timestamp Pipe, Notice with the mode, and at the end
 // PipeAcct "<client hdr> <backend hdr> <bytes from client> <bytes to client>",
 // Timestamp PipeSess, Notice with the close reason, End.
-// Counters (MAIN): pipe_sess, pipe_active, pipe_splice_bytes, pipe_copy_bytes,
-// pipe_fallback, pipe_idle_timeout.
+// Counting: the tunnel reports to a TunnelStats sink its host provides (ringproxy's
+// server maps it onto MAIN.pipe_*); the tunnel knows no counter group of its own.
 #pragma once
 
 #include <fcntl.h>
@@ -47,9 +47,6 @@
 
 namespace ringlog {
 class Log;
-namespace stats {
-class Group;
-}
 }  // namespace ringlog
 
 namespace ringproxy::tunnel {
@@ -65,6 +62,19 @@ class TunnelHost {
   virtual void watch(int fd, std::uint32_t events, Tunnel* t) = 0;
   // Stop watching fd; called before the tunnel closes it.
   virtual void unwatch(int fd) = 0;
+};
+
+// What a tunnel counts, reported to its host (called on the loop's thread): the host
+// keeps the counters wherever it keeps its own.
+class TunnelStats {
+ public:
+  virtual ~TunnelStats() = default;
+  virtual void tunnel_started() noexcept = 0;      // a tunnel began moving bytes
+  virtual void tunnel_ended() noexcept = 0;        // it ended (one per tunnel_started)
+  virtual void tunnel_fell_back() noexcept = 0;    // splice wanted, a direction copies instead
+  virtual void tunnel_idle_timeout() noexcept = 0; // ended by its idle timeout
+  // Bytes moved since the previous report, spliced and copied.
+  virtual void tunnel_bytes(std::uint64_t spliced, std::uint64_t copied) noexcept = 0;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -84,7 +94,7 @@ struct TunnelEnv {
   TunnelHost* host = nullptr;                      // required
   PipePool* pool = nullptr;                        // null: copy only
   ringlog::Log* log = nullptr;                     // null: no transaction (unless start() gets one)
-  const ringlog::stats::Group* main = nullptr;     // the MAIN group, or null: no counters
+  TunnelStats* stats = nullptr;                    // null: nothing counted
   TunnelOptions opts;
   SpliceFn splice_fn = nullptr;                    // null: ::splice
 };

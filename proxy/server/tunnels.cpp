@@ -1,9 +1,11 @@
-// ringproxy's tunnel module: per worker thread, a pipe pool, the tunnels and the
-// backend connections being opened for them, all hosted by that worker's epoll loop
-// (Worker::add_fd) and ticked by a timerfd of its own. Handlers of ended tunnels are
+// The server's glue to the tunnel layer (proxy/tunnel): per worker thread, a pipe pool,
+// the tunnels and the backend connections being opened for them, all hosted by that
+// worker's epoll loop (Worker::add_fd) and ticked by a timerfd of its own; the tunnels'
+// counts go to MAIN.pipe_* through a TunnelStats sink. Handlers of ended tunnels are
 // freed two ticks later, so that an event already fetched in the same epoll batch
-// never reaches freed memory.
-#include "proxy_tunnels.hpp"
+// never reaches freed memory. The tunnel layer knows nothing of the server: only this
+// file joins them.
+#include "tunnels.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -67,6 +69,27 @@ void log_response(ringlog::Txn& t, int status, const char* reason) {
   t.record(Tag::RespReason, reason);
 }
 
+// MAIN.pipe_*: what the tunnels count, in the server's counter group.
+class MainTunnelStats final : public TunnelStats {
+ public:
+  explicit MainTunnelStats(const ringlog::stats::Group& main) : main_(main) {}
+  void tunnel_started() noexcept override {
+    main_.add(sm::pipe_sess);
+    main_.add(sm::pipe_active);
+  }
+  void tunnel_ended() noexcept override { main_.sub(sm::pipe_active); }
+  void tunnel_fell_back() noexcept override { main_.add(sm::pipe_fallback); }
+  void tunnel_idle_timeout() noexcept override { main_.add(sm::pipe_idle_timeout); }
+  void tunnel_bytes(std::uint64_t spliced, std::uint64_t copied) noexcept override {
+    if (spliced) main_.add(sm::pipe_splice_bytes, spliced);
+    if (copied) main_.add(sm::pipe_copy_bytes, copied);
+  }
+  void denied() noexcept { main_.add(sm::pipe_denied); }
+
+ private:
+  const ringlog::stats::Group& main_;
+};
+
 class WorkerTunnels;
 
 struct FdHandler final : Handler {
@@ -97,11 +120,11 @@ struct Ticker final : Handler {
 class WorkerTunnels final : public TunnelHost {
  public:
   WorkerTunnels(const Module& m, Worker& w)
-      : m_(m), w_(w), pool_({.pipe_size = m.pipe_size, .max_pipes = m.max_pipes, .max_idle = std::min(32u, m.max_pipes)}) {
+      : m_(m), w_(w), stats_(m.srv->main_stats()), pool_({.pipe_size = m.pipe_size, .max_pipes = m.max_pipes, .max_idle = std::min(32u, m.max_pipes)}) {
     env_.host = this;
     env_.pool = &pool_;
     env_.log = &m.srv->log();
-    env_.main = &m.srv->main_stats();
+    env_.stats = &stats_;
     env_.opts.splice = m.splice;
     refresh_params();
     timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -281,7 +304,7 @@ class WorkerTunnels final : public TunnelHost {
     ::close(t.client_fd);
     if (t.backend_fd >= 0) ::close(t.backend_fd);
     t.client_fd = t.backend_fd = -1;
-    if (env_.main) env_.main->add(sm::pipe_denied);
+    stats_.denied();
     return true;
   }
 
@@ -330,6 +353,7 @@ class WorkerTunnels final : public TunnelHost {
 
   const Module& m_;
   Worker& w_;
+  MainTunnelStats stats_;
   PipePool pool_;
   TunnelEnv env_;
   int timer_fd_ = -1;

@@ -1,4 +1,4 @@
-// ringproxy's tunnel module: installs Server::tunnel_hook, which turns CONNECT requests,
+// The server's tunnel module (the glue to proxy/tunnel): installs Server::tunnel_hook, which turns CONNECT requests,
 // accepted Upgrades (101) and requests chosen for "pipe" into splice(2) tunnels hosted
 // by the worker's own epoll loop. CONNECT is allowed only to configured destination
 // ports and from configured client addresses; anything else gets 403 or 405 and an
