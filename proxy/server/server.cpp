@@ -1,5 +1,5 @@
-// The process-wide part of ringproxy: log and counters, workers and their threads,
-// backend health probes, and the admin socket's listener thread.
+// The process-wide part of ringproxy: log and counters, workers and their threads, and
+// the admin socket's listener thread (the backends' health probes: backend_pool.cpp).
 #include "server.hpp"
 
 #include <poll.h>
@@ -110,6 +110,12 @@ void Server::start() {
     backends_.push_back(std::move(b));
   }
 
+  if (backends_.empty()) {
+    demo_origin_ = std::make_unique<Backend>();
+    demo_origin_->kind = Backend::Kind::demo;
+    demo_origin_->spec.name = "demo";
+  }
+
   unsigned n = cfg_.threads ? cfg_.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<Worker>(*this, i);
@@ -148,108 +154,6 @@ void Server::stop() {
   if (admin_thread_.joinable()) admin_thread_.join();
   if (log_) log_->record(ringlog::Tag::Notice, "ringproxy stopped");
   workers_.clear();
-}
-
-// Health probes: every health_interval, each backend gets "HEAD <health_path>"; a
-// 2xx/3xx answer within connect_timeout + first_byte_timeout (at most 2 s) is a pass.
-// A sick backend (a probe failed, or a worker's connect failed) is used again after
-// the next passing probe.
-void Server::health_loop() {
-  // The first round comes one interval after start; the interval is read every turn,
-  // so a param.set applies to the next probe.
-  std::uint64_t last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  for (;;) {
-    std::uint64_t now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::uint64_t next = last + std::uint64_t(params_.get(health_interval) * 1e9);
-    if (now >= next) {
-      for (auto& b : backends_) {
-        if (stopping()) return;
-        probe(*b);
-      }
-      last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-      continue;
-    }
-    pollfd p{wake_fd_, POLLIN, 0};
-    // Until the next probe, at most a second (a lowered interval applies within it); the
-    // stop wakes this at once through wake_fd_.
-    int wait_ms = int(std::min<std::uint64_t>((next - std::min(next, now)) / 1000000 + 1, 1000));
-    ::poll(&p, 1, wait_ms);
-    if (stopping()) return;
-  }
-}
-
-void Server::probe(Backend& b) {
-  bool ok = false;
-  std::string what;
-  int timeout_ms = int(std::min(2000.0, (params_.get(connect_timeout) + params_.get(first_byte_timeout)) * 1000));
-  int fd = ::socket(b.spec.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto left = [&] {
-    auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    return int(std::max<long long>(d, 0));
-  };
-  if (fd >= 0) {
-    int r = ::connect(fd, b.spec.addr.sa(), b.spec.addr.len);
-    if (r == 0 || errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (::poll(&p, 1, left()) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-        std::string req = "HEAD " + cfg_.health_path + " HTTP/1.1\r\nHost: " + b.spec.addr.str() +
-                          "\r\nUser-Agent: ringproxy-probe\r\nConnection: close\r\n\r\n";
-        if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size())) {
-          std::string in;
-          char buf[4096];
-          for (;;) {
-            pollfd q{fd, POLLIN, 0};
-            if (::poll(&q, 1, left()) != 1) {
-              what = "timeout";
-              break;
-            }
-            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) {
-              what = n == 0 ? "closed" : std::strerror(errno);
-              break;
-            }
-            in.append(buf, std::size_t(n));
-            http::ResponseParser rp;
-            http::ResponseHead rh;
-            auto res = rp.parse(in, rh, http::Method::Head);
-            if (res.need_more()) continue;
-            if (res.failed()) {
-              what = "bad response";
-              break;
-            }
-            ok = rh.status >= 200 && rh.status < 400;
-            what = "HTTP " + std::to_string(rh.status);
-            break;
-          }
-        } else {
-          what = "send failed";
-        }
-      } else {
-        what = err ? std::strerror(err) : "connect timeout";
-      }
-    } else {
-      what = std::strerror(errno);
-    }
-    ::close(fd);
-  }
-  b.probes.fetch_add(1, std::memory_order_relaxed);
-  if (!ok) b.probe_failures.fetch_add(1, std::memory_order_relaxed);
-  std::uint64_t h = (b.happy.load(std::memory_order_relaxed) << 1) | (ok ? 1 : 0);
-  b.happy.store(h, std::memory_order_relaxed);
-  b.stats.set(V::happy, h);
-  {
-    std::lock_guard<std::mutex> lk(b.probe_mu);
-    b.last_probe = what;
-  }
-  bool was = b.healthy.exchange(ok, std::memory_order_relaxed);
-  if (was != ok) {
-    if (!ok) b.stats.add(V::sick);
-    log_->record(ringlog::Tag::Notice, "backend " + b.spec.name + (ok ? " healthy: " : " sick: ") + what);
-  }
-  b.stats.set(V::healthy, b.healthy.load(std::memory_order_relaxed) ? 1 : 0);
 }
 
 void Server::admin_loop() {

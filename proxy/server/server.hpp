@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend.hpp"
 #include "config.hpp"
 #include "params.hpp"
 #include "ringlog/log.hpp"
@@ -24,22 +25,6 @@
 namespace ringproxy {
 
 class Worker;
-
-struct Backend {
-  BackendSpec spec;
-  std::string ip;        // spec.addr's address and port, formatted once (BackendOpen)
-  unsigned port = 0;
-  unsigned index = 0;
-  ringlog::stats::Group stats;                 // VBE.<name>.*
-  std::atomic<bool> healthy{true};             // skipped by round-robin while false
-  std::atomic<std::uint64_t> happy{0};         // probe history, newest in bit 0
-  std::atomic<std::uint64_t> probes{0}, probe_failures{0};
-  std::atomic<std::uint64_t> last_change_ns{0};
-  std::mutex probe_mu;                         // guards last_probe (health thread writes, admin reads)
-  std::string last_probe;
-  // A worker saw a connect failure: skip this backend until a probe passes.
-  void mark_sick() noexcept { healthy.store(false, std::memory_order_relaxed); }
-};
 
 // Handed to the tunnel module when a request becomes a tunnel (see Worker's comment on
 // the tunnel hook). The hook takes ownership of the fds (already removed from the
@@ -72,6 +57,8 @@ class Server {
   ringlog::Log& log() noexcept { return *log_; }
   const ringlog::stats::Group& main_stats() const noexcept { return main_; }
   std::vector<std::unique_ptr<Backend>>& backends() noexcept { return backends_; }
+  // The built-in demo origin, the only backend when none is configured (else null).
+  Backend* demo_origin() noexcept { return demo_origin_.get(); }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool trusted(const SockAddr& a) const noexcept;
   // The cache; null when the cache is off (--cache off).
@@ -99,6 +86,7 @@ class Server {
   std::unique_ptr<delivery::Store> store_;
   std::unique_ptr<cache::Cache> cache_;
   std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<Backend> demo_origin_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;
   std::thread health_thread_, admin_thread_;

@@ -24,6 +24,7 @@
 #include "ringlog_cli11.hpp"
 
 #include "ringproxy/counters.hpp"
+#include "header_log.hpp"
 #include "ringproxy/tunnel/tunnel.hpp"
 #include "server.hpp"
 #include "worker.hpp"
@@ -63,11 +64,6 @@ void send_response(int fd, int status, const char* reason, const char* extra = "
   [[maybe_unused]] ssize_t w = ::send(fd, buf, std::size_t(n), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void log_response(ringlog::Txn& t, int status, const char* reason) {
-  t.record(Tag::RespProtocol, "HTTP/1.1");
-  t.recordf(Tag::RespStatus, "%d", status);
-  t.record(Tag::RespReason, reason);
-}
 
 // MAIN.pipe_*: what the tunnels count, in the server's counter group.
 class MainTunnelStats final : public TunnelStats {
@@ -237,8 +233,8 @@ class WorkerTunnels final : public TunnelHost {
 
   // A request chosen for pipe: its raw head and whatever followed go to a backend.
   bool pipe_request(TunnelHandoff& t) {
-    Backend* b = w_.pick_backend();
-    if (!b) {
+    Backend* b = w_.backends().pick();
+    if (!b || b->kind != Backend::Kind::socket) {  // a tunnel needs a socket: not the demo origin
       t.req->record(Tag::Error, "pipe: no healthy backend");
       return deny(t, 503, "Service Unavailable");
     }
@@ -299,7 +295,7 @@ class WorkerTunnels final : public TunnelHost {
   }
 
   bool deny(TunnelHandoff& t, int status, const char* reason, const char* extra = "") {
-    log_response(*t.req, status, reason);
+    header_log::response_status(*t.req, status, reason);
     send_response(t.client_fd, status, reason, extra);
     ::close(t.client_fd);
     if (t.backend_fd >= 0) ::close(t.backend_fd);

@@ -1,28 +1,24 @@
 // A worker thread: one epoll loop with its own SO_REUSEPORT listener(s), serving its
 // client sessions and their backend connections, non-blocking, no thread per
-// connection. Everything a worker owns (sessions, backend pools, counters' slab) is
-// touched by its thread only; other threads talk to it through wake().
+// connection. Everything a worker owns (sessions, backend pool, counters' slab) is
+// touched by its thread only; other threads talk to it through wake(). The loop
+// (worker.cpp) accepts, dispatches events, notifications and completions, and sweeps
+// timers; what a request does is the Session's (session.hpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "backend.hpp"
+#include "handler.hpp"
 #include "ringlog/stats.hpp"
 #include "ringproxy/delivery/transport.hpp"
 #include "server.hpp"
 
 namespace ringproxy {
 
-// Anything registered in a worker's epoll set. Modules added later (tunnels, cache
-// notifications) register their own Handlers with Worker::add_fd.
-struct Handler {
-  virtual ~Handler() = default;
-  virtual void on_event(std::uint32_t events) = 0;
-};
-
-class Client;
-class BackendConn;
+class Session;
 
 class Worker {
  public:
@@ -31,6 +27,9 @@ class Worker {
   // Opens this worker's listeners (one per listen address, SO_REUSEPORT). Throws ConfigError.
   void bind_listeners();
   void run();   // the thread body; returns after stop() once every session has ended
+  // Makes the calling thread this worker's (its counters' slab, its clock); run() does
+  // it first. A test that drives sessions without the loop calls it on its own thread.
+  void bind_thread();
   void wake();  // any thread: makes the loop look at the stop flag (eventfd)
 
   // epoll registration for this worker's thread (edge-triggered).
@@ -42,11 +41,8 @@ class Worker {
   Server& server() noexcept { return srv_; }
   const ringlog::stats::LocalCounters& counters() const noexcept { return *main_; }
 
-  // Backend connections: an idle pooled one for backend b, or a new one (nullptr and
-  // errno set if socket()/connect() failed at once).
-  BackendConn* get_backend_conn(Backend& b, bool& reused);
-  void release_backend_conn(BackendConn* c, bool reusable, const char* reason);
-  Backend* pick_backend() noexcept;
+  // This worker's backends and their idle connections.
+  BackendPool& backends() noexcept { return backends_; }
 
   // The cache path's delivery: the transport every cached response goes out through,
   // and the notifications (busy objects, streaming bodies) that wake this loop.
@@ -54,8 +50,8 @@ class Worker {
   // The transport drives the loop and receives fetch bodies itself (io_uring).
   bool uring() const noexcept { return transport_ && transport_->drives_loop(); }
   delivery::LoopWaker* notify_waker() noexcept { return notify_waker_.get(); }
-  void watch(Client* c);    // c has a notification armed or a Sender running
-  void unwatch(Client* c);
+  void watch(Session* c);    // c has a notification armed or a Sender running
+  void unwatch(Session* c);
   // A closed session's Sender still in the kernel's hands (io_uring): kept, with what it
   // points into, until its completion is reaped.
   void orphan(std::unique_ptr<delivery::Sender> s, std::unique_ptr<delivery::Chain> c,
@@ -63,12 +59,10 @@ class Worker {
   void orphan(std::unique_ptr<delivery::RecvOp> r, delivery::ObjRef o);
 
   // Deferred deletion: objects closed while handling events are freed after the batch.
-  void retire(Client* c);
-  void schedule(Client* c);  // drive it again on the loop's next turn
-  void retire(BackendConn* c);
+  void retire(Session* c);
+  void schedule(Session* c);  // drive it again on the loop's next turn
 
  private:
-  friend class Client;
   struct Listener : Handler {
     Worker* w = nullptr;
     int fd = -1;
@@ -108,17 +102,15 @@ class Worker {
   Waker waker_;
   int wake_fd_ = -1;
   std::vector<std::unique_ptr<Listener>> listeners_;
-  std::vector<Client*> clients_;  // live sessions (swept for timeouts)
-  std::vector<std::vector<BackendConn*>> pool_;  // idle backend connections per backend
-  std::vector<Client*> dead_clients_;
-  std::vector<Client*> ready_;  // sessions to drive again without waiting for an event
-  std::vector<BackendConn*> dead_conns_;
+  std::vector<Session*> sessions_;  // live sessions (swept for timeouts)
+  std::vector<Session*> retired_sessions_;  // closed, freed after the batch
+  std::vector<Session*> ready_;  // sessions to drive again without waiting for an event
   std::unique_ptr<ringlog::stats::LocalCounters> main_;
   std::unique_ptr<delivery::Transport> transport_;
   std::unique_ptr<delivery::LoopWaker> notify_waker_;
   NotifyHandler notify_handler_;
   CompletionHandler completion_handler_;
-  std::vector<Client*> watchers_;
+  std::vector<Session*> watchers_;
   std::vector<Orphan> orphans_;
   std::vector<delivery::Sender*> reaped_;
   std::vector<delivery::RecvOp*> recvs_;
@@ -127,10 +119,11 @@ class Worker {
   std::uint64_t next_sweep_ = 0;
   std::uint64_t shutdown_deadline_ = 0;
   bool shutting_down_ = false;
-  unsigned rr_ = 0;
+  BackendPool backends_;
 };
 
 std::uint64_t mono_ns() noexcept;
 std::uint64_t real_ns() noexcept;
+double now_s() noexcept;  // the realtime clock in seconds (the cache's clock)
 
 }  // namespace ringproxy
