@@ -8,6 +8,7 @@ Import from a test script (tests/<folder>/x.py) with
 import os
 import shutil
 import sys
+import traceback
 
 FAILURES = []
 SKIPPED = 77  # tests/CMakeLists.txt: RINGLOG_TEST_SKIPPED, which ctest reports as skipped
@@ -61,3 +62,35 @@ def need(tool):
     if not path:
         skip(f"{tool} is not installed (scripts/install-deps.sh installs it)")
     return path
+
+
+def cases_of(namespace):
+    """The functions named case_* of a module's globals(), by name without the prefix."""
+    return {k[5:]: v for k, v in namespace.items() if k.startswith("case_") and callable(v)}
+
+
+def run_cases(cases, case, title="", cleanup=None):
+    """Runs one case (or "all"), as each ctest entry TARGET/case does: an exception is a
+    failed check (a RuntimeError says why without a traceback); cleanup() runs after each
+    case (e2e kills what a case left running). Returns the exit code: 0 all checks passed,
+    1 some failed, 2 an unknown case. A case that cannot run here calls skip()."""
+    names = list(cases) if case == "all" else [case]
+    if any(n not in cases for n in names):
+        print(f"unknown case {case}; cases: {' '.join(cases)}")
+        return 2
+    for n in names:
+        print(f"== {n}{title}", flush=True)
+        try:
+            cases[n]()
+        except Exception as e:  # noqa: BLE001 - a case that cannot run fails, never crashes the run
+            if not isinstance(e, RuntimeError):
+                traceback.print_exc()
+            check(False, f"{n}: {type(e).__name__}: {e}")
+        finally:
+            if cleanup:
+                cleanup()
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0

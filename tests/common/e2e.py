@@ -17,10 +17,10 @@ import struct
 import subprocess
 import termios
 import threading
-import traceback
 from http.server import ThreadingHTTPServer
 
-from checks import FAILURES, check, need
+import checks
+from checks import FAILURES, cases_of, check, need
 from procs import free_port, kill_all, pdeathsig, stop, wait_for, wait_port
 
 __all__ = ["FAILURES", "check", "free_port", "stop", "wait_for", "wait_port", "configure", "CHILDREN", "Proxy",
@@ -352,32 +352,6 @@ class LocalHTTPServer(_Local, ThreadingHTTPServer):
 
 # ---- the case runner -------------------------------------------------------------------------
 
-def cases_of(namespace):
-    """The functions named case_* of a module's globals(), by name without the prefix."""
-    return {k[5:]: v for k, v in namespace.items() if k.startswith("case_") and callable(v)}
-
-
 def run_cases(cases, case, title=""):
-    """Runs one case (or "all"): an exception is a failed check (a RuntimeError, a server
-    that did not start, says why without a traceback); what a case leaves running is
-    killed after it. Returns the exit code: 0 all checks passed, 1 some failed, 2 an
-    unknown case."""
-    names = list(cases) if case == "all" else [case]
-    if any(n not in cases for n in names):
-        print(f"unknown case {case}; cases: {' '.join(cases)}")
-        return 2
-    for n in names:
-        print(f"== {n}{title}", flush=True)
-        try:
-            cases[n]()
-        except Exception as e:  # noqa: BLE001 - a case that cannot run fails, never crashes the run
-            if not isinstance(e, RuntimeError):
-                traceback.print_exc()
-            check(False, f"{n}: {type(e).__name__}: {e}")
-        finally:
-            kill_all(CHILDREN)
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    """checks.run_cases, killing what a case leaves running after it."""
+    return checks.run_cases(cases, case, title, cleanup=lambda: kill_all(CHILDREN))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The .deb, made by `cpack -G DEB` from this build tree, checked the way dpkg and an
-operator see it. One script, four steps (each its own ctest test):
+operator see it. One script, five steps, each its own ctest entry (packaging_tests/deb_STEP):
 
   build     cpack -G DEB into WORK/deb, the package copied to WORK/ringlog.deb
   contents  dpkg-deb -I/-c/-x: the control fields (Depends from dpkg-shlibdeps covers
@@ -18,7 +18,7 @@ operator see it. One script, four steps (each its own ctest test):
   logrotate logrotate -d (parse, change nothing) accepts the shipped snippet
             (SKIPPED without logrotate)
 
-usage: deb_test.py STEP BUILD_DIR WORK_DIR [CPACK]
+usage: deb_test.py deb_STEP BUILD_DIR WORK_DIR [CPACK]
 """
 import glob
 import os
@@ -30,27 +30,17 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import checks  # noqa: E402
 import procs  # noqa: E402
-from checks import FAILURES as failures, check  # noqa: E402
+from checks import check, skip  # noqa: E402
 
-SKIP = 77
-STEP, BUILD, WORK = sys.argv[1:4]
+CASE, BUILD, WORK = sys.argv[1:4]
 CPACK = sys.argv[4] if len(sys.argv) > 4 else "cpack"
 DEB = os.path.join(WORK, "ringlog.deb")
 
 
 def run(cmd, timeout=300, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def skip(why):
-    print("SKIPPED:", why)
-    sys.exit(SKIP)
-
-
-def finish():
-    print("FAILED:" if failures else "all checks passed", *failures, sep="\n  " if failures else "")
-    sys.exit(1 if failures else 0)
 
 
 def multiarch():
@@ -60,23 +50,20 @@ def multiarch():
 
 def need_deb():
     if not os.path.exists(DEB):
-        print(f"no package at {DEB}: the packaging/deb_build test makes it")
-        sys.exit(1)
+        raise RuntimeError(f"no package at {DEB}: the packaging_tests/deb_build test makes it")
 
 
 def extract(root):
     shutil.rmtree(root, ignore_errors=True)
     r = run(["dpkg-deb", "-x", DEB, root])
     if r.returncode != 0:
-        print("dpkg-deb -x failed:", r.stderr)
-        sys.exit(1)
+        raise RuntimeError(f"dpkg-deb -x failed: {r.stderr}")
 
 
-def step_build():
+def case_deb_build():
     for tool in ("dpkg-deb", "dpkg-shlibdeps", "fakeroot"):
         if not shutil.which(tool):
-            print(f"{tool} is missing (scripts/install-deps.sh installs dpkg-dev and fakeroot)")
-            sys.exit(1)
+            raise RuntimeError(f"{tool} is missing (scripts/install-deps.sh installs dpkg-dev and fakeroot)")
     out = os.path.join(WORK, "deb")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -84,10 +71,9 @@ def step_build():
     print(r.stdout[-4000:], r.stderr[-4000:])
     debs = glob.glob(os.path.join(out, "*.deb"))
     if not check(r.returncode == 0 and len(debs) == 1, "cpack -G DEB makes one package"):
-        finish()
+        return
     shutil.copyfile(debs[0], DEB)
     print("package:", os.path.basename(debs[0]), os.path.getsize(DEB), "bytes")
-    finish()
 
 
 def control_field(text, name):
@@ -108,7 +94,7 @@ def package_names(depends):
     return names
 
 
-def step_contents():
+def case_deb_contents():
     need_deb()
     ma = multiarch()
     info = run(["dpkg-deb", "-I", DEB]).stdout
@@ -232,10 +218,9 @@ def step_contents():
         rc = procs.stop(p, signal.SIGTERM, timeout=30)
         out = p.stdout.read().decode(errors="replace")
         check(rc == 0, f"ringproxy stops on SIGTERM with exit 0 (got {rc})", out)
-    finish()
 
 
-def step_install():
+def case_deb_install():
     need_deb()
     if os.geteuid() != 0 and not shutil.which("fakeroot"):
         skip("dpkg --root needs root or fakeroot")
@@ -250,7 +235,7 @@ def step_install():
             "--force-depends", "--force-not-root"]
     r = run(dpkg + ["-i", DEB])
     if not check(r.returncode == 0, "dpkg --root -i installs the package", r.stdout + r.stderr):
-        finish()
+        return
     ma = multiarch()
     for p in ("usr/sbin/ringproxy", "usr/bin/ringlog-ncsa", f"usr/lib/{ma}/pkgconfig/ringlog.pc",
               "usr/lib/systemd/system/ringlog-ncsa.service", "etc/logrotate.d/ringlog"):
@@ -291,10 +276,9 @@ def step_install():
     check(not left, "purge leaves no file of the package", left)
     for conf in ("etc/logrotate.d/ringlog", "etc/ringlog/ringproxy.conf"):
         check(not os.path.exists(os.path.join(root, conf)), f"purge removes the conffile /{conf}")
-    finish()
 
 
-def step_units():
+def case_deb_units():
     need_deb()
     analyze = shutil.which("systemd-analyze")
     if not analyze:
@@ -332,10 +316,9 @@ def step_units():
         sec = run([analyze, "security", "--offline=yes", f"--root={root}", "--no-pager", u])
         last = [line for line in sec.stdout.splitlines() if "Overall exposure level" in line]
         print(f"{u}: {last[0].strip() if last else sec.stderr.strip()}")
-    finish()
 
 
-def step_logrotate():
+def case_deb_logrotate():
     need_deb()
     lr = shutil.which("logrotate") or ("/usr/sbin/logrotate" if os.path.exists("/usr/sbin/logrotate") else None)
     if not lr:
@@ -347,7 +330,8 @@ def step_logrotate():
     out = r.stdout + r.stderr
     check(r.returncode == 0 and "error" not in out.lower(), "logrotate -d accepts /etc/logrotate.d/ringlog", out)
     check("/var/log/ringlog/ncsa.log" in out, "the snippet rotates /var/log/ringlog/ncsa.log", out)
-    finish()
 
 
-{"logrotate": step_logrotate, "build": step_build, "contents": step_contents, "install": step_install, "units": step_units}[STEP]()
+if __name__ == "__main__":
+    os.makedirs(WORK, exist_ok=True)
+    sys.exit(checks.run_cases(checks.cases_of(globals()), CASE))

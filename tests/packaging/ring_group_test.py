@@ -22,16 +22,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import procs  # noqa: E402
-from checks import FAILURES as failures, check  # noqa: E402
+from checks import FAILURES as failures, check, skip  # noqa: E402
 
-SKIP = 77
 PROXY, TAIL, NCSA, STAT, WORK = sys.argv[1:6]
-
-
-def skip(why):
-    print("SKIPPED:", why)
-    sys.exit(SKIP)
-
 
 if os.geteuid() != 0:
     skip("needs root to create throwaway users and a group (useradd, groupadd)")
