@@ -62,7 +62,9 @@ std::uint64_t LogState::new_vxid() noexcept {
 }  // namespace detail
 
 Log::Log(Ring ring, const LogOptions& opts)
-    : st_(std::make_unique<detail::LogState>(std::move(ring), opts.txn_buffer, opts.vxid_chunk)) {}
+    : st_(std::make_unique<detail::LogState>(std::move(ring), opts.txn_buffer, opts.vxid_chunk)) {
+  st_->realtime_ns = opts.realtime_ns;
+}
 
 Log Log::open(std::string_view name_or_path, const LogOptions& opts) {
   return Log(Ring::open(resolve_ring_path(name_or_path), opts.ring), opts);

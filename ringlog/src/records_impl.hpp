@@ -18,6 +18,7 @@ struct LogState {
   std::uint32_t vxid_chunk;
   std::uint64_t instance;
   std::atomic<std::uint64_t> dropped{0};  // rare path only: no hot shared counter
+  std::uint64_t (*realtime_ns)() noexcept = nullptr;  // LogOptions::realtime_ns
 
   LogState(Ring r, std::size_t buf, std::uint32_t chunk);
   std::uint64_t new_vxid() noexcept;

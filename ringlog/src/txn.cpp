@@ -227,6 +227,10 @@ void Txn::vput(Tag t, const char* fmt, va_list ap) noexcept {
 }
 
 void Txn::timestamp_now(std::string_view label) noexcept {
+  if (log_ && log_->realtime_ns) [[unlikely]] {
+    timestamp_at(label, log_->realtime_ns());
+    return;
+  }
   timespec ts;
   ::clock_gettime(CLOCK_REALTIME, &ts);
   timestamp_at(label, std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -209,20 +210,48 @@ TEST(TxnBatching, TimestampsMatchPrintfFormatting) {
   EXPECT_GT(test::read_batches(p).size(), 10u) << "the buffer filled and shipped many times";
 }
 
-TEST(TxnBatching, TimestampWhileMaskedReadsNoClock) {
+namespace {
+// A clock that counts its reads: each read is 1 ms after the previous one.
+std::atomic<int> g_clock_reads{0};
+std::uint64_t counting_clock() noexcept {
+  return 1000000000000000000ULL + std::uint64_t(g_clock_reads.fetch_add(1) + 1) * 1'000'000;
+}
+}  // namespace
+
+TEST(TxnBatching, TimestampReadsTheLogsClock) {
   ScratchPath p;
-  Log log = Log::create(p, {.area_size = 1 << 20});
+  g_clock_reads = 0;
+  Log log = Log::create(p, {.area_size = 1 << 20}, {.realtime_ns = counting_clock});
   Txn t = log.begin(TxnType::req, "rxreq");
-  const std::uint64_t t0 = 1000000000000000000ULL;
-  t.timestamp("Start", t0);
-  log.set_tag_enabled(Tag::Timestamp, false);
-  t.timestamp("Hidden", t0 + 5'000'000);
-  log.set_tag_enabled(Tag::Timestamp, true);
-  t.timestamp("Resp", t0 + 7'000'000);
+  t.timestamp("Start");
+  t.timestamp("Resp");
+  EXPECT_EQ(g_clock_reads.load(), 2);
   t.end();
   auto ts = test::payloads(test::read_batches(p)[0], Tag::Timestamp);
   ASSERT_EQ(ts.size(), 2u);
-  EXPECT_EQ(ts[1], "Resp: 1000000000.007000 0.007000 0.007000");
+  EXPECT_EQ(ts[0], "Start: 1000000000.001000 0.000000 0.000000");
+  EXPECT_EQ(ts[1], "Resp: 1000000000.002000 0.001000 0.001000");
+}
+
+TEST(TxnBatching, TimestampWhileMaskedReadsNoClock) {
+  ScratchPath p;
+  g_clock_reads = 0;
+  Log log = Log::create(p, {.area_size = 1 << 20}, {.realtime_ns = counting_clock});
+  Txn t = log.begin(TxnType::req, "rxreq");
+  t.timestamp("Start");  // read 1: ...001000
+  ASSERT_EQ(g_clock_reads.load(), 1);
+  log.set_tag_enabled(Tag::Timestamp, false);
+  t.timestamp("Hidden");
+  EXPECT_EQ(g_clock_reads.load(), 1) << "a masked timestamp read the clock";
+  log.set_tag_enabled(Tag::Timestamp, true);
+  t.timestamp("Resp");  // read 2: ...002000
+  EXPECT_EQ(g_clock_reads.load(), 2);
+  t.end();
+  auto ts = test::payloads(test::read_batches(p)[0], Tag::Timestamp);
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_EQ(ts[0], "Start: 1000000000.001000 0.000000 0.000000");
+  // "since previous" counts from Start, the previous timestamp logged.
+  EXPECT_EQ(ts[1], "Resp: 1000000000.002000 0.001000 0.001000");
 }
 
 TEST(TxnBatching, ChildBeginsAndParentLinks) {

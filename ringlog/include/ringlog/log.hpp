@@ -27,6 +27,9 @@ struct LogOptions {
   std::size_t txn_buffer = 16 * 1024;  // bytes per transaction; clamped to the ring's largest message
   std::uint32_t vxid_chunk = 4096;     // vxids each thread takes from the ring at once
   OpenOptions ring = {};               // when the Log opens the ring itself
+  // Where Txn::timestamp(label) reads the time, in ns since the epoch; null (the
+  // default) reads CLOCK_REALTIME. For a clock of one's own, or a test's counting clock.
+  std::uint64_t (*realtime_ns)() noexcept = nullptr;
 };
 
 class Log {
