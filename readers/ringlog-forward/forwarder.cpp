@@ -113,7 +113,8 @@ struct Forwarder::Dest {
   int fd = -1;
   bool ever_up = false;
   Clock::time_point next_try{};
-  std::chrono::milliseconds backoff{0};
+  std::chrono::milliseconds backoff{0};     // before jitter, for the next failed attempt
+  std::chrono::milliseconds retry_wait{0};  // what the last failed attempt waits, jitter included
   // Sequence numbers: below `unconfirmed` all is delivered; [unconfirmed, next) is
   // staged or written on the current connection; `next` is the next to stage.
   std::uint64_t next = 0;
@@ -158,6 +159,7 @@ Forwarder::~Forwarder() {
 const Endpoint& Forwarder::endpoint(std::size_t i) const { return dests_.at(i)->ep; }
 const DestCounts& Forwarder::counts(std::size_t i) const { return dests_.at(i)->c; }
 bool Forwarder::connected(std::size_t i) const { return dests_.at(i)->st == Dest::State::up; }
+std::chrono::milliseconds Forwarder::retry_wait(std::size_t i) const { return dests_.at(i)->retry_wait; }
 std::uint64_t Forwarder::pending(std::size_t i) const {
   return front_ + q_.size() - std::min<std::uint64_t>(dests_.at(i)->unconfirmed, front_ + q_.size());
 }
@@ -269,6 +271,7 @@ void Forwarder::fail_attempt(Dest& d, const std::string& why, Clock::time_point 
   auto wait = std::chrono::milliseconds(
       static_cast<long long>(d.backoff.count() * (0.8 + 0.4 * (rng() % 1000) / 1000.0)));
   d.next_try = now + wait;
+  d.retry_wait = wait;
   ++d.failures_in_row;
   // One line per new error, then at most one a minute while it lasts.
   if (why != d.last_err || now - d.last_err_log >= std::chrono::seconds(60) || d.failures_in_row == 1) {

@@ -100,6 +100,9 @@ class Forwarder {
   const Endpoint& endpoint(std::size_t i) const;
   const DestCounts& counts(std::size_t i) const;
   bool connected(std::size_t i) const;
+  // How long the destination waits after its last failed attempt before the next one
+  // (its back-off with the jitter applied); 0 before any failure.
+  std::chrono::milliseconds retry_wait(std::size_t i) const;
   std::uint64_t pending(std::size_t i) const;  // messages this destination has not delivered
 
   struct Dest;

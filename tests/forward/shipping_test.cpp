@@ -359,9 +359,9 @@ TEST(Delivery, UdpToAClosedPortIsCountedNotSilent) {
 }
 
 TEST(Reconnect, BacksOffExponentiallyWhileTheCollectorIsDown) {
-  // 100 ms doubled per failure up to 800 ms (jitter 0.8-1.2): about 0, 0.1, 0.3, 0.7,
-  // 1.5 s in the first 1.6 s, where a fixed 100 ms delay would try 16 times. A loaded
-  // machine only makes fewer attempts, so the upper bound cannot flake.
+  // 100 ms doubled per failed attempt up to 800 ms, each wait jittered 0.8-1.2 times:
+  // the waits the forwarder chose, read after each attempt (not timed, so a loaded
+  // machine cannot change them); a fixed delay would give the same wait every time.
   std::uint16_t port = free_port(true);
   auto o = small_opts();
   o.backoff_min = 100ms;
@@ -369,17 +369,29 @@ TEST(Reconnect, BacksOffExponentiallyWhileTheCollectorIsDown) {
   std::vector<std::string> said;
   fw::Forwarder f(o, {endpoint(true, port)}, [&](const std::string& s) { said.push_back(s); });
   f.push(msg(0));
-  const auto end = std::chrono::steady_clock::now() + 1600ms;
-  while (std::chrono::steady_clock::now() < end) f.poll(50ms);
-  EXPECT_GE(f.counts(0).failed, 2u) << "it tries again";
-  EXPECT_LE(f.counts(0).failed, 7u) << "without backing off";
+  const long long base_ms[] = {100, 200, 400, 800, 800, 800};
+  for (std::uint64_t k = 1; k <= std::size(base_ms); ++k) {
+    ASSERT_TRUE(poll_until(f, [&] { return f.counts(0).failed >= k; })) << "attempt " << k;
+    // The next attempt is at least 80 ms away: each poll of 5 ms sees every failure.
+    ASSERT_EQ(f.counts(0).failed, k);
+    const long long wait = f.retry_wait(0).count(), base = base_ms[k - 1];
+    EXPECT_GE(wait, base * 8 / 10) << "wait after attempt " << k;
+    EXPECT_LT(wait, base * 12 / 10) << "wait after attempt " << k;
+  }
   ASSERT_FALSE(said.empty());
   EXPECT_NE(said.front().find("retrying in"), std::string::npos) << said.front();
   EXPECT_EQ(f.pending(0), 1u) << "the message waits";
-  // Back up: delivered, and the next failure starts again from the shortest delay.
-  Collector c(true, port);
-  ASSERT_TRUE(poll_until(f, [&] { return f.drained(); }));
-  ASSERT_TRUE(wait_until([&] { return c.count() >= 1; }));
+  // Back up: delivered; after a success the next failure waits the shortest delay again.
+  {
+    Collector c(true, port);
+    ASSERT_TRUE(poll_until(f, [&] { return f.drained(); }));
+    ASSERT_TRUE(wait_until([&] { return c.count() >= 1; }));
+  }
   EXPECT_EQ(f.counts(0).sent, 1u);
   EXPECT_EQ(f.counts(0).lost, 0u);
+  const std::uint64_t failed = f.counts(0).failed;
+  f.push(msg(1));
+  ASSERT_TRUE(poll_until(f, [&] { return f.counts(0).failed > failed; })) << "the collector is gone again";
+  EXPECT_GE(f.retry_wait(0).count(), 80);
+  EXPECT_LT(f.retry_wait(0).count(), 120) << "the back-off starts again from 100 ms";
 }
