@@ -73,8 +73,17 @@ void read_until(Reader& rd, ReaderCheck& c, std::atomic<bool>& writers_done, boo
   }
 }
 
-void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64_t per_writer,
-                std::uint64_t area, unsigned queues) {
+// What a run forced: writes dropped (full behind a pinned reader) and bytes the passive
+// readers lost (overrun).
+struct StressResult {
+  std::uint64_t dropped = 0, passive_lost = 0;
+};
+
+// held: the readers start late, so that the run must drop and overrun: the pinned ones
+// once the writers have dropped (the ring is full behind them), the passive ones once
+// head has passed where they started (their first read is a loss).
+StressResult run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64_t per_writer,
+                        std::uint64_t area, unsigned queues, bool held = false) {
   ScratchPath p;
   Ring ring = Ring::create(p, {.area_size = area}, {.queues = queues});
   std::vector<Reader> readers;
@@ -85,10 +94,19 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
     checks.push_back({k, std::vector<std::int64_t>(writers, -1), std::vector<std::uint64_t>(writers, 0),
                       std::vector<std::vector<std::uint64_t>>(writers), 0, 0, 0, 0});
   }
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, writers_done{false};
   std::vector<std::thread> rthreads;
   for (unsigned i = 0; i < readers.size(); ++i)
-    rthreads.emplace_back([&, i] { read_until(readers[i], checks[i], done, checks[i].kind == ReaderKind::pinned); });
+    rthreads.emplace_back([&, i] {
+      if (held) {  // a bounded poll on the ring's counters (or the writers' end)
+        const bool is_pinned = checks[i].kind == ReaderKind::pinned;
+        ringlog::test::wait_until([&] {
+          RingStats s = ring.stats();
+          return writers_done.load() || (is_pinned ? s.msgs_dropped > 0 : s.head > area);
+        });
+      }
+      read_until(readers[i], checks[i], done, checks[i].kind == ReaderKind::pinned);
+    });
   std::vector<WriterLog> logs(writers);
   std::vector<std::thread> wthreads;
   for (unsigned w = 0; w < writers; ++w)
@@ -103,6 +121,7 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
       }
     });
   for (auto& t : wthreads) t.join();
+  writers_done = true;
   // The writers' drops, before the end marker: its own dropped attempts (ring full
   // behind the pinned reader) count in msgs_dropped too.
   const std::uint64_t writers_dropped = ring.stats().msgs_dropped;
@@ -114,6 +133,8 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
   for (auto& t : rthreads) t.join();
 
   RingStats st = ring.stats();
+  StressResult res;
+  res.dropped = writers_dropped;
   std::uint64_t accepted_total = 0;
   for (auto& l : logs)
     for (auto a : l.accepted) accepted_total += a;
@@ -133,6 +154,7 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
         EXPECT_GT(c.notices, 0u) << "drops were not announced in-band";
       }
     } else {
+      res.passive_lost += c.lost;
       std::uint64_t seen = 0;
       for (auto s : c.seen) seen += s;
       if (seen < accepted_total) {
@@ -140,6 +162,7 @@ void run_stress(unsigned writers, unsigned pinned, unsigned passive, std::uint64
       }
     }
   }
+  return res;
 }
 
 }  // namespace
@@ -148,7 +171,11 @@ TEST(Stress, WritersOnlyNoReaders) { run_stress(4, 0, 0, 200000 / kScale, 1 << 2
 
 TEST(Stress, FourWritersPinnedAndPassiveReaders) { run_stress(4, 1, 2, 100000 / kScale, 1 << 18, 6); }
 
-TEST(Stress, SmallRingForcesDropsAndOverruns) { run_stress(4, 2, 2, 40000 / kScale, 8192, 6); }
+TEST(Stress, SmallRingForcesDropsAndOverruns) {
+  StressResult r = run_stress(4, 2, 2, 40000 / kScale, 8192, 6, true);
+  EXPECT_GT(r.dropped, 0u) << "no write was dropped";
+  EXPECT_GT(r.passive_lost, 0u) << "no passive reader was overrun";
+}
 
 TEST(Stress, ManyWritersOneQueue) { run_stress(12, 1, 1, 20000 / kScale, 1 << 16, 1); }
 
