@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "observe.hpp"
 #include "ringlog/ring.hpp"
 #include "test_util.hpp"
 
@@ -47,7 +48,7 @@ TEST(WriterWait, WaitsForAWriterStillCopyingInsteadOfDropping) {
   rc.store(format::kRcWriting);
   std::atomic<int> result{-1};
   std::thread w([&] { result.store(static_cast<int>(r.write(kBig))); });
-  for (int i = 0; i < 30000 && r.stats().writer_waits == 0; ++i) std::this_thread::sleep_for(1ms);
+  ringlog::test::wait_until([&] { return r.stats().writer_waits != 0; });
   ASSERT_EQ(r.stats().writer_waits, 1u) << "the write never waited";
   EXPECT_EQ(result.load(), -1) << "the write returned while the writer was still copying";
   rc.store(0);  // that writer is done: the waiting batch fits now
