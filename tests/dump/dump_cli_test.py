@@ -2,9 +2,15 @@
 """ringlog-dump's command line: dump modes, --info, --json, exit codes, bad input,
 read-only dumping, and --repair (copy and in place) of crash states made by editing
 a ring's bytes at the offsets of docs/FORMAT.md.
+One case per ctest entry (dump_tool_tests/<case>), each on a fresh ring of known lines.
 Usage: dump_cli_test.py CASE RINGLOG_DUMP DUMP_TEST_WRITER WORKDIR [RINGLOG]
-  cli       everything but the system calls
-  syscalls  every dump mode opens the ring O_RDONLY and maps it PROT_READ (strace)
+  modes            --raw, -l, --json, --info, decoded records; dumping never writes
+  usage            usage errors (2) and unreadable input (3)
+  crash            a dead writer's tail lock and a dead reader's pin: dump, --info, --repair
+  live_writers     a live lock holder or writer: not damage; --in-place refused
+  damaged          damaged framing: the dump stops, --scan goes on, repair pads it
+  haproxy_layouts  HAProxy 3.0+ layouts (v2, v2a) and their offsets out of range
+  syscalls         every dump mode opens the ring O_RDONLY and maps it PROT_READ (strace)
 With RINGLOG (the live tail), decoded records must print exactly as `ringlog -d -g raw`.
 """
 import hashlib
@@ -16,7 +22,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from checks import FAILURES as failures, check, need, skip  # noqa: E402
+import checks  # noqa: E402
+from checks import check, need, skip  # noqa: E402
 
 HEADER = 24576
 TAIL, OWNER, OWNER_SAVED_RC, HEAD = 64, 112, 120, 128
@@ -37,33 +44,23 @@ def dead_pid():
     return p.pid
 
 
+CASE, TOOL, WRITER, WORK = sys.argv[1:5]
+TAIL_TOOL = sys.argv[5] if len(sys.argv) > 5 else None  # the live tail, when built
+RING = os.path.join(WORK, "ring")
 LINES = ["first line", "second\nwith a newline", "third \u00e9t\u00e9", "x" * 300]
 
 
-def main():
-    case, tool, writer, work = sys.argv[1:5]
-    tail_tool = sys.argv[5] if len(sys.argv) > 5 else None
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    ring = os.path.join(work, "ring")
-    lines = LINES
-    subprocess.run([writer, ring, "8192", *lines], check=True, timeout=30)
-    if case == "syscalls":
-        syscalls(tool, ring, work)
-    elif case == "cli":
-        cli(tool, writer, work, ring, lines, tail_tool)
-    else:
-        print(f"unknown case {case}")
-        return 2
-    if not failures:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(failures)} failures" if failures else f"ringlog-dump {case}: all checks passed")
-    return 1 if failures else 0
+def setup():
+    """A fresh ring of known lines in the case's own WORK directory."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    subprocess.run([WRITER, RING, "8192", *LINES], check=True, timeout=30)
 
 
-def syscalls(tool, ring, work):
+def case_syscalls():
     """The system calls say so for every mode: the ring is opened O_RDONLY and mapped
     PROT_READ (as root, a 0444 file could still be opened for writing)."""
+    tool, ring, work = TOOL, RING, WORK
     strace = need("strace")
     size = os.path.getsize(ring)
     for mode in (["-r"], ["-d"], ["-i"], ["-i", "-j"], ["-r", "-j", "-s", "-l"]):
@@ -83,8 +80,9 @@ def syscalls(tool, ring, work):
               f"{mode}: shared mappings {shared}")
 
 
-def cli(tool, writer, work, ring, lines, tail_tool):
-
+def case_modes():
+    """--raw, -l, --json, --info, decoded records (as `ringlog -d -g raw` prints them); dumping never writes."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- dump modes
     r = run(tool, "--raw", ring)
     check(r.returncode == 0, f"--raw exit {r.returncode}: {r.stderr}")
@@ -123,6 +121,10 @@ def cli(tool, writer, work, ring, lines, tail_tool):
 
     # (The system calls of each mode are the syscalls case.)
 
+
+def case_usage():
+    """Usage errors exit 2, unreadable input 3, with a message."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- usage errors (2) and unreadable input (3)
     for args in (["--bogus", ring], [], ["--raw", "--records", ring], ["--repair", ring],
                  ["--repair", "-o", os.path.join(work, "x"), "--in-place", ring], ["-o", "x", ring],
@@ -139,6 +141,10 @@ def cli(tool, writer, work, ring, lines, tail_tool):
         check(r.returncode == 3 and r.stderr.startswith(b"ringlog-dump: "), f"{path}: exit {r.returncode} {r.stderr}")
     check(run(tool, "--help").returncode == 0, "--help")
 
+
+def case_crash():
+    """A tail locked by a dead writer and a dead pinned reader: dumped, described, repaired (copy, in place)."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- a crash state: the tail locked by a dead writer that had tagged the tail.
     crashed = os.path.join(work, "crashed")
     shutil.copy(ring, crashed)
@@ -175,6 +181,10 @@ def cli(tool, writer, work, ring, lines, tail_tool):
     r = run(tool, "-r", crashed)
     check(r.returncode == 0 and r.stdout.decode() == "".join(l + "\n" for l in lines), "in-place result")
 
+
+def case_live_writers():
+    """A tail lock or a writer slot of a live process: a writer at work, not damage; in place refused."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- a tail lock held by a live process: a writer at work, not damage.
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
@@ -210,6 +220,10 @@ def cli(tool, writer, work, ring, lines, tail_tool):
         live.kill()
         live.wait()
 
+
+def case_damaged():
+    """Damaged framing: the dump stops (1), --scan goes on, repair pads the damage."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- damaged framing: the dump stops (1), --scan goes on, repair pads the damage.
     damaged = os.path.join(work, "damaged")
     shutil.copy(ring, damaged)
@@ -227,6 +241,10 @@ def cli(tool, writer, work, ring, lines, tail_tool):
     rep = run(tool, "--repair", "--in-place", damaged)
     check(rep.returncode == 1 and run(tool, "-r", damaged).returncode == 0, f"repair of damage: {rep.stdout!r}")
 
+
+def case_haproxy_layouts():
+    """HAProxy 3.0+ rings from the documented layouts, and their offsets out of range."""
+    tool, writer, work, ring, lines, tail_tool = TOOL, WRITER, WORK, RING, LINES, TAIL_TOOL
     # -- HAProxy 3.0+ files built from the documented layout (v2: 32-byte header, v2a:
     # cache-aligned 192-byte header), wrapping around the end of the area, tail locked.
     msgs = [b"GET /a HTTP/1.1", b"multi\nline", b"z" * 250]
@@ -303,4 +321,8 @@ def cli(tool, writer, work, ring, lines, tail_tool):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    setup()
+    rc = checks.run_cases(checks.cases_of(globals()), CASE)
+    if rc == 0:
+        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(rc)

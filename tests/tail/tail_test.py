@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import checks  # noqa: E402
 import procs  # noqa: E402
 import ringfile  # noqa: E402
-from checks import FAILURES as failures, check  # noqa: E402
+from checks import check  # noqa: E402
 from procs import wait_for  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -518,13 +518,7 @@ def case_live():
     check(run_len > 100 and urls == want, f"--pinned: every record up to the ring's size, in order ({warm}+{run_len})")
 
 
-CASES = {"layouts": case_layouts, "options": case_options, "files": case_files, "live": case_live}
-
 if __name__ == "__main__":
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    CASES[CASE]()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    sys.exit(checks.run_cases(checks.cases_of(globals()), CASE))
