@@ -17,6 +17,7 @@ PKGS=(
   dpkg-dev fakeroot systemd logrotate adduser passwd util-linux  # the .deb (cpack, dpkg-shlibdeps), systemd-analyze/sysusers, the ringlog group test
   libcpp-httplib-dev                # ringlog-stat --listen: the HTTP server of the scrape endpoint
   prometheus                        # the real Prometheus server scraping it in tests/stats (started on loopback)
+  spin                              # the ring's protocol model checker (tests/model)
 )
 missing=()
 for p in "${PKGS[@]}"; do
