@@ -88,19 +88,6 @@ bool side_ok(VxidKind k, std::uint64_t vxid, bool client, bool backend) {
 
 // ---------------------------------------------------------------- small parsers
 
-std::optional<double> parse_wait(std::string_view s) {
-  if (s == "off") return -1.0;
-  try {
-    std::string t(s);
-    std::size_t used = 0;
-    double v = std::stod(t, &used);
-    if (used != t.size() || !(v >= 0) || v > 1e9) return std::nullopt;
-    return v;
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
 void copy_txn_fields(Transaction& to, const Transaction& from) {
   to.vxid = from.vxid;
   to.kind = from.kind;

@@ -21,6 +21,7 @@
 
 #include "program.hpp"
 #include "ringlog/format.hpp"
+#include "values.hpp"
 #include "ringlog/group.hpp"
 #include "ringlog/query.hpp"
 #include "ringlog/record.hpp"
@@ -32,9 +33,6 @@ class App;
 }
 
 namespace ringlog::tool {
-
-// -t: "off" = -1 (forever), else seconds >= 0. nullopt when malformed.
-std::optional<double> parse_wait(std::string_view s);
 
 // varnishlog's record filters (VSL_Match): -i/-x select/suppress tags, -I/-X
 // [taglist:]regex select/suppress records; once -i or -I is given, tags not selected

@@ -45,26 +45,6 @@ enum class Output { ncsa, json, raw };
 
 void say(const std::string& msg) { std::cerr << kTool << ": " << msg << "\n"; }
 
-// "8M", "256k", "1g" or a plain number of bytes.
-std::optional<std::size_t> parse_size(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string unit = s.substr(used);
-  unsigned long long mult = 1;
-  if (unit == "k" || unit == "K") mult = 1ull << 10;
-  else if (unit == "m" || unit == "M") mult = 1ull << 20;
-  else if (unit == "g" || unit == "G") mult = 1ull << 30;
-  else if (!unit.empty()) return std::nullopt;
-  if (v > (1ull << 40) / mult) return std::nullopt;
-  return static_cast<std::size_t>(v * mult);
-}
-
 std::string hostname_or_dash() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "-";
@@ -216,13 +196,13 @@ int main(int argc, char** argv) {
   hdr.hostname = fw::sanitize_field(hostname, 255);
   hdr.app_name = fw::sanitize_field(app_name, 48);
   std::string msgid = fw::sanitize_field(msgid_arg.empty() ? output_arg : msgid_arg, 32);
-  auto buf = parse_size(buffer_arg);
-  if (!buf || *buf < 4096) return usage_error("--buffer: expected a size of 4k or more (e.g. 8M), got '" + buffer_arg + "'");
+  auto buf = tool::parse_size(buffer_arg, std::uint64_t(1) << 40);
+  if (!buf || *buf < 4096) return usage_error("--buffer: expected a size from 4k to 1T (e.g. 8M), got '" + buffer_arg + "'");
   fo.queue_bytes = *buf;
-  auto sbuf = parse_size(send_buffer_arg);
-  if (!sbuf || *sbuf < 1024) return usage_error("--send-buffer: expected a size of 1k or more, got '" + send_buffer_arg + "'");
+  auto sbuf = tool::parse_size(send_buffer_arg, std::uint64_t(1) << 40);
+  if (!sbuf || *sbuf < 1024) return usage_error("--send-buffer: expected a size from 1k to 1T, got '" + send_buffer_arg + "'");
   fo.send_buffer = *sbuf;
-  auto umax = parse_size(udp_max_arg);
+  auto umax = tool::parse_size(udp_max_arg, std::uint64_t(1) << 40);
   if (!umax || *umax < 480 || *umax > 65507) return usage_error("--udp-max: expected 480 to 65507 bytes, got '" + udp_max_arg + "'");
   fo.udp_max = *umax;
   fo.replay = replay;

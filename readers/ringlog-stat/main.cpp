@@ -24,6 +24,7 @@
 
 #include "exporter.hpp"
 #include "program.hpp"
+#include "values.hpp"
 
 #include "ringlog/stats.hpp"
 #include "ringlog/stats_output.hpp"
@@ -34,19 +35,6 @@ namespace {
 namespace rs = ringlog::stats;
 
 namespace tool = ringlog::tool;
-
-// -t: "off" waits forever (-1), else a number of seconds >= 0.
-std::optional<double> parse_timeout(const std::string& s) {
-  if (s == "off") return -1.0;
-  try {
-    std::size_t used = 0;
-    double v = std::stod(s, &used);
-    if (used != s.size() || !(v >= 0) || v > 1e9) return std::nullopt;
-    return v;
-  } catch (...) {
-    return std::nullopt;
-  }
-}
 
 // Opens the instance, retrying every 0.25 s while it does not exist and time is left.
 rs::InstanceReader open_waiting(const std::string& name, double timeout) {
@@ -121,7 +109,7 @@ int main(int argc, char** argv) {
       return usage_error("-n: instance '" + ringlog::stat_tool::InstanceSet::label_of(n) + "' given twice");
   if (instances.empty()) instances.emplace_back();  // the default instance
   if (!(interval >= 0.1 && interval <= 3600)) return usage_error("--interval: expected 0.1 to 3600 seconds");
-  std::optional<double> timeout = parse_timeout(timeout_arg);
+  std::optional<double> timeout = tool::parse_wait(timeout_arg);
   if (!timeout) return usage_error("-t: expected a number of seconds or 'off', got '" + timeout_arg + "'");
   if (listening) {
     if (app.count("-t")) return usage_error("-t: not with --listen, which reports a missing instance as down");
