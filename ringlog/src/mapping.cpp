@@ -78,18 +78,6 @@ bool process_alive(pid_t pid, std::uint64_t start_time) noexcept {
 
 namespace detail {
 
-std::uint64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
-
-std::uint64_t mono_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
-
 namespace {
 // glibc no longer caches getpid(): it is a system call (~400 ns in a VM), and the
 // write path needs the pid on every lock. Cache it; a forked child resets the cache.

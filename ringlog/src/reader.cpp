@@ -156,7 +156,7 @@ void Reader::Impl::attach(StartAt start) {
   rs.start_time = detail::self_start_time();
   rs.msgs_read.store(0, std::memory_order_relaxed);
   rs.bytes_read.store(0, std::memory_order_relaxed);
-  rs.last_active_ns.store(detail::now_ns(), std::memory_order_relaxed);
+  rs.last_active_ns.store(realtime_ns(), std::memory_order_relaxed);
   // Under the tail lock neither head nor tail moves, so the position is stable.
   Backoff b;
   for (;;) {
@@ -370,7 +370,7 @@ void Reader::wait(std::chrono::milliseconds timeout) {
   Header* h = im.m->hdr;
   if (im.has_data()) return;
   if (im.kind == ReaderKind::pinned) {
-    h->readers[im.slot].last_active_ns.store(detail::now_ns(), std::memory_order_relaxed);
+    h->readers[im.slot].last_active_ns.store(realtime_ns(), std::memory_order_relaxed);
     // K1: waiters.fetch_add (seq_cst) before the last look for data (has_data: R1, R2);
     // pairs with W5 (Dekker): the writer sees us, or we see its batch.
     h->waiters.fetch_add(1, std::memory_order_seq_cst);

@@ -211,7 +211,7 @@ bool undo_dead_lock(const View& v, std::uint64_t tail, const LockOwner& owner, s
     forget_writer(h->writers[owner.slot]);
   h->owner_saved_rc.store(kRcNotRecorded, std::memory_order_relaxed);
   h->lock_recoveries.fetch_add(1, std::memory_order_relaxed);
-  h->owner_since_ns.store(detail::now_ns(), std::memory_order_relaxed);
+  h->owner_since_ns.store(realtime_ns(), std::memory_order_relaxed);
   return restored;
 }
 

@@ -34,8 +34,6 @@ namespace ringlog {
 
 using namespace format;
 using detail::Backoff;
-using detail::mono_ns;
-using detail::now_ns;
 using detail::self_pid;
 using detail::self_start_time;
 
@@ -370,7 +368,7 @@ std::uint64_t Ring::Impl::lock_tail(int slot) noexcept {
     }
     b.pause();
     if (b.n > 16) {  // beyond the spinning phase: watch for a dead owner
-      std::uint64_t now = mono_ns();
+      std::uint64_t now = monotonic_ns();
       if (t != seen) {
         seen = t;
         since = now;
@@ -398,7 +396,7 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     // The owner died between taking the lock and recording itself (a few
     // instructions): only after a long wait, and only if some writer is dead.
     static thread_local std::uint64_t unknown_since = 0, unknown_tail = 0;
-    std::uint64_t now = mono_ns();
+    std::uint64_t now = monotonic_ns();
     if (unknown_tail != locked) {
       unknown_tail = locked;
       unknown_since = now;
@@ -440,7 +438,7 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
 // The checks themselves are the shared recovery steps (repair.cpp); the ring adds
 // when to run them and one liveness verdict per pid per scan.
 void Ring::Impl::check_dead_locked(bool force) noexcept {
-  std::uint64_t now = mono_ns();
+  std::uint64_t now = monotonic_ns();
   if (!force && now < next_check_ns.load(std::memory_order_relaxed)) return;
   next_check_ns.store(now + kCheckPeriodNs, std::memory_order_relaxed);
   std::uint32_t me = self_pid();
@@ -464,7 +462,7 @@ void Ring::check_dead() noexcept {
 // ---------------------------------------------------------------- a writer in the way
 
 bool Ring::Impl::wait_for_writer(std::uint64_t pos) noexcept {
-  std::uint64_t now = mono_ns();
+  std::uint64_t now = monotonic_ns();
   if (stuck_pos != pos) {
     stuck_pos = pos;
     stuck_since_ns = now;
@@ -812,7 +810,7 @@ namespace {
       }
       b.pause();
       if (b.n > 16) {
-        std::uint64_t now = mono_ns();
+        std::uint64_t now = monotonic_ns();
         if (t != seen) {
           seen = t;
           since = now;
@@ -948,7 +946,7 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
     throw Error(Errc::invalid_arg, "ring " + path + ": max message length larger than half the area");
   make_dirs(path);
   std::random_device rd;
-  std::uint64_t id = (std::uint64_t(rd()) << 32) ^ rd() ^ now_ns();
+  std::uint64_t id = (std::uint64_t(rd()) << 32) ^ rd() ^ realtime_ns();
   char suffix[64];
   std::snprintf(suffix, sizeof suffix, ".tmp.%u.%016" PRIx64, self_pid(), id);
   std::string tmp = path + suffix;
@@ -981,7 +979,7 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
     h->reader_slots = kReaderSlots;
     h->header_len = kHeaderLen;
     h->area_size = opts.area_size;
-    h->created_ns = now_ns();
+    h->created_ns = realtime_ns();
     h->creator_pid = self_pid();
     h->max_msg_len = opts.max_msg_len;
     h->instance_id = id;

@@ -13,6 +13,7 @@
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 
+#include "ringlog/clock.hpp"
 #include "ringlog/format.hpp"
 #include "ringlog/repair.hpp"
 #include "ringlog/ring.hpp"
@@ -103,8 +104,6 @@ std::string validate_header(const Header* h, std::uint64_t file_size);
 inline constexpr const char* kDefaultRingGroup = "ringlog";
 void give_to_ring_group(int fd) noexcept;
 
-std::uint64_t now_ns() noexcept;          // CLOCK_REALTIME
-std::uint64_t mono_ns() noexcept;         // CLOCK_MONOTONIC
 // The pid, cached (glibc's getpid() is a system call); 0 until first use and after fork.
 extern std::atomic<std::uint32_t> g_self_pid;
 std::uint32_t self_pid_slow() noexcept;

@@ -367,7 +367,7 @@ Stats Stats::create(const std::string& path, const StatsOptions& opts) {
   h->value_size = 8;
   h->header_len = kHeaderLen;
   h->file_size = file_size;
-  h->created_ns = ringlog::detail::now_ns();
+  h->created_ns = ringlog::realtime_ns();
   h->creator_pid = ringlog::detail::self_pid();
   h->flags = 0;
   h->creator_start = ringlog::detail::self_start_time();

@@ -162,7 +162,7 @@ Snapshot StatsReader::snapshot() const {
     }
     impl_->read_groups(s);                                               // SR2
     if (hdr->generation.load(std::memory_order_relaxed) != g1) continue; // SR3
-    s.timestamp_ns = ringlog::detail::now_ns();
+    s.timestamp_ns = ringlog::realtime_ns();
     s.created_ns = impl_->h.created_ns;
     s.generation = g1;
     s.instance_id = impl_->h.instance_id;
@@ -246,7 +246,7 @@ Snapshot InstanceReader::snapshot() const {
   if (impl_->stats) {
     s = impl_->stats->snapshot();
   } else {
-    s.timestamp_ns = ringlog::detail::now_ns();
+    s.timestamp_ns = ringlog::realtime_ns();
     const auto& rh = impl_->ring->header();
     s.created_ns = rh.created_ns;
     s.writer_pid = static_cast<pid_t>(rh.creator_pid);

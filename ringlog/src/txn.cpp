@@ -3,6 +3,7 @@
 // shared write is the ring write of a finished (or full) batch.
 #include "ringlog/txn.hpp"
 #include "ringlog/fmt.hpp"
+#include "ringlog/clock.hpp"
 
 #include <time.h>
 
@@ -231,9 +232,7 @@ void Txn::timestamp_now(std::string_view label) noexcept {
     timestamp_at(label, log_->realtime_ns());
     return;
   }
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  timestamp_at(label, std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec));
+  timestamp_at(label, ringlog::realtime_ns());
 }
 
 void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
