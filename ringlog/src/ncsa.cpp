@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ringlog/tags.hpp"
+#include "ringlog/text.hpp"
 
 namespace ringlog {
 
@@ -73,19 +74,10 @@ using Frag = std::optional<std::string_view>;
 
 bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != lower(b[i])) return false;
-  return true;
-}
-
 // varnishncsa's isprefix(): a case-insensitive prefix; rest is what follows it with
 // leading spaces skipped.
 bool has_prefix(std::string_view s, std::string_view prefix, std::string_view& rest) noexcept {
-  if (s.size() < prefix.size() || !iequals(s.substr(0, prefix.size()), prefix)) return false;
+  if (!istarts_with(s, prefix)) return false;
   s.remove_prefix(prefix.size());
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   rest = s;
@@ -259,7 +251,7 @@ struct NcsaFormatter::Impl {
 
 std::size_t NcsaFormatter::Impl::watch_header(std::vector<std::string>& list, std::string_view name) {
   std::string key;
-  for (char c : name) key += lower(c);
+  for (char c : name) key += ascii_lower(c);
   for (std::size_t i = 0; i < list.size(); ++i)
     if (list[i] == key) return i;
   list.push_back(std::move(key));

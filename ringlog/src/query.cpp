@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "ringlog/regex.hpp"
+#include "ringlog/text.hpp"
 
 namespace ringlog {
 
@@ -22,14 +23,6 @@ constexpr std::size_t kMaxQueryLen = 64 * 1024;
 constexpr unsigned kMaxDepth = 256;  // nested parentheses and 'not's
 constexpr std::size_t kMaxRegexLen = 4096;
 
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
-
-bool iequal(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != lower(b[i])) return false;
-  return true;
-}
 
 // Glob with '*' anywhere, case-insensitive, iterative (no backtracking blow-up).
 bool glob_match(std::string_view g, std::string_view s) noexcept {
@@ -38,7 +31,7 @@ bool glob_match(std::string_view g, std::string_view s) noexcept {
     if (gi < g.size() && g[gi] == '*') {
       star = gi++;
       mark = si;
-    } else if (gi < g.size() && lower(g[gi]) == lower(s[si])) {
+    } else if (gi < g.size() && ascii_lower(g[gi]) == ascii_lower(s[si])) {
       ++gi;
       ++si;
     } else if (star != std::string_view::npos) {
@@ -549,7 +542,7 @@ bool level_ok(const Node& n, unsigned level) {
 bool select_value(const Node& n, std::string_view payload, std::string_view& out) {
   std::string_view v = payload;
   if (n.has_prefix) {
-    if (v.size() <= n.prefix.size() || v[n.prefix.size()] != ':' || !iequal(v.substr(0, n.prefix.size()), n.prefix))
+    if (v.size() <= n.prefix.size() || v[n.prefix.size()] != ':' || !iequals(v.substr(0, n.prefix.size()), n.prefix))
       return false;
     v.remove_prefix(n.prefix.size() + 1);
     while (!v.empty() && is_space(v.front())) v.remove_prefix(1);
@@ -598,8 +591,8 @@ bool numeric_test(const Node& n, std::string_view v) {
 bool test_value(const Node& n, std::string_view v) {
   switch (n.op) {
     case Op::none: return true;
-    case Op::seq: return n.caseless ? iequal(v, n.rhs_text) : v == n.rhs_text;
-    case Op::sne: return n.caseless ? !iequal(v, n.rhs_text) : v != n.rhs_text;
+    case Op::seq: return n.caseless ? iequals(v, n.rhs_text) : v == n.rhs_text;
+    case Op::sne: return n.caseless ? !iequals(v, n.rhs_text) : v != n.rhs_text;
     // As Varnish: a search that stops at a PCRE2 limit counts as a match for '~' and
     // as no match for '!~' (only a definite "no match" satisfies '!~').
     case Op::match: return n.re.search(v) != Regex::Result::no_match;

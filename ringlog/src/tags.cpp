@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "ringlog/text.hpp"
+
 namespace ringlog {
 
 namespace {
@@ -37,13 +39,6 @@ Table& table() {
   return t;
 }
 
-bool iequal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 }  // namespace
 
@@ -54,10 +49,10 @@ std::string_view tag_description(Tag t) noexcept { return table().descriptions[s
 std::optional<Tag> tag_by_name(std::string_view name) noexcept {
   const Table& tb = table();
   for (unsigned t = 1; t < 255; ++t)
-    if (iequal(tb.names[t], name)) return static_cast<Tag>(t);
+    if (iequals(tb.names[t], name)) return static_cast<Tag>(t);
   // Generic spellings keep working after an app tag is renamed.
   auto numbered = [&](std::string_view prefix, unsigned base) -> std::optional<Tag> {
-    if (name.size() <= prefix.size() || !iequal(name.substr(0, prefix.size()), prefix)) return std::nullopt;
+    if (name.size() <= prefix.size() || !istarts_with(name, prefix)) return std::nullopt;
     unsigned n = 0;
     auto rest = name.substr(prefix.size());
     auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);

@@ -4,7 +4,6 @@
 
 #include "ringlog/fmt.hpp"
 
-#include <strings.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -13,18 +12,17 @@
 #include "ringlog/log.hpp"
 #include "ringlog/stats.hpp"
 #include "ringproxy/counters.hpp"
+#include "ringlog/text.hpp"
 
 namespace ringproxy::cache {
 
 namespace M = ringproxy::counters::main;
 
 namespace {
-bool ieq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
+using ringlog::iequals;
 std::string lower(std::string_view s) {
   std::string r(s);
-  for (auto& c : r) c = char(std::tolower((unsigned char)c));
+  for (auto& c : r) c = ringlog::ascii_lower(c);
   return r;
 }
 std::string_view trim(std::string_view s) {
@@ -38,7 +36,7 @@ ObjMeta& meta(const ObjRef& o) { return static_cast<ObjMeta&>(*o->meta); }
 // (http_gzip_support): "gzip" or nothing.
 std::optional<std::string> vary_value(const Request& req, std::string_view name) {
   auto v = req.header(name);
-  if (ieq(name, "accept-encoding")) {
+  if (iequals(name, "accept-encoding")) {
     if (v && accepts_encoding(v, "gzip")) return std::string("gzip");
     return std::nullopt;
   }
@@ -54,7 +52,7 @@ bool hop_or_framing(std::string_view n) {
   static const char* const kDrop[] = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
                                       "transfer-encoding", "upgrade", "content-length", "age"};
   for (const char* d : kDrop)
-    if (ieq(n, d)) return true;
+    if (iequals(n, d)) return true;
   return false;
 }
 }  // namespace
@@ -194,12 +192,12 @@ bool Cache::headers(const ObjRef& obj, const Request& req, const Response& resp,
     m.reason = resp.reason;
     m.headers.clear();
     for (const auto& [n, v] : resp.headers) {
-      if (ieq(n, "content-length")) {
+      if (iequals(n, "content-length")) {
         char* e;
         long long x = std::strtoll(v.c_str(), &e, 10);
         if (*e == 0 && x >= 0) m.length = x;
       }
-      if (ieq(n, "content-encoding") && ieq(trim(v), "gzip")) m.gzip = true;
+      if (iequals(n, "content-encoding") && iequals(trim(v), "gzip")) m.gzip = true;
       if (!hop_or_framing(n)) m.headers.emplace_back(n, v);
     }
     if (auto te = resp.header("Transfer-Encoding")) m.length = -1;  // the body's own length is unknown
@@ -317,12 +315,12 @@ ObjRef Cache::pass_object(const Response& resp, ringlog::Txn* txn, std::size_t w
   m->status = resp.status;
   m->reason = resp.reason;
   for (const auto& [n, v] : resp.headers) {
-    if (ieq(n, "content-length")) {
+    if (iequals(n, "content-length")) {
       char* e;
       long long x = std::strtoll(v.c_str(), &e, 10);
       if (*e == 0 && x >= 0) m->length = x;
     }
-    if (ieq(n, "content-encoding") && ieq(trim(v), "gzip")) m->gzip = true;
+    if (iequals(n, "content-encoding") && iequals(trim(v), "gzip")) m->gzip = true;
     if (!hop_or_framing(n)) m->headers.emplace_back(n, v);
   }
   if (resp.header("Transfer-Encoding")) m->length = -1;
@@ -414,12 +412,12 @@ DeliveryPlan plan_delivery(const Request& req, const ObjRef& obj, double now, st
   for (const auto& [n, v] : m.headers) {
     if (not_mod) {
       bool keep = false;
-      for (const char* k : k304Keep) keep |= ieq(n, k);
+      for (const char* k : k304Keep) keep |= iequals(n, k);
       if (!keep) continue;
     }
-    if (p.coding != DeliveryPlan::Coding::none && ieq(n, "content-encoding")) continue;
-    if (p.range && p.range->ranges.size() > 1 && ieq(n, "content-type")) continue;
-    if (ieq(n, "vary")) {
+    if (p.coding != DeliveryPlan::Coding::none && iequals(n, "content-encoding")) continue;
+    if (p.range && p.range->ranges.size() > 1 && iequals(n, "content-type")) continue;
+    if (iequals(n, "vary")) {
       std::string lv = lower(v);
       vary_ae = lv.find("accept-encoding") != std::string::npos;
     }

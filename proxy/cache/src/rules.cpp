@@ -1,5 +1,4 @@
 // HTTP rules of the cache: freshness (TTL, grace), dates, Accept-Encoding, conditionals.
-#include <strings.h>
 #include <time.h>
 
 #include <algorithm>
@@ -9,13 +8,12 @@
 #include <cstring>
 
 #include "ringproxy/cache/cache.hpp"
+#include "ringlog/text.hpp"
 
 namespace ringproxy::cache {
 
 namespace {
-bool ieq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
+using ringlog::iequals;
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -24,7 +22,7 @@ std::string_view trim(std::string_view s) {
 template <class L>
 std::optional<std::string_view> find(const L& l, std::string_view name) {
   for (const auto& [n, v] : l)
-    if (ieq(n, name)) return std::string_view(v);
+    if (iequals(n, name)) return std::string_view(v);
   return std::nullopt;
 }
 // Calls f(token, value) for each comma-separated directive "token[=value]".
@@ -98,12 +96,12 @@ TtlDecision decide_ttl(const Response& r, double now, const Config& cfg) {
   bool no_store = false, priv = false, no_cache = false;
   if (auto cc = r.header("Cache-Control")) {
     directives(*cc, [&](std::string_view k, std::string_view v) {
-      if (ieq(k, "s-maxage")) s_maxage = seconds(v).value_or(0);
-      else if (ieq(k, "max-age")) d.max_age = seconds(v).value_or(0);
-      else if (ieq(k, "no-store")) no_store = true;
-      else if (ieq(k, "private")) priv = true;
-      else if (ieq(k, "no-cache")) no_cache = true;
-      else if (ieq(k, "stale-while-revalidate")) d.grace = seconds(v).value_or(d.grace);
+      if (iequals(k, "s-maxage")) s_maxage = seconds(v).value_or(0);
+      else if (iequals(k, "max-age")) d.max_age = seconds(v).value_or(0);
+      else if (iequals(k, "no-store")) no_store = true;
+      else if (iequals(k, "private")) priv = true;
+      else if (iequals(k, "no-cache")) no_cache = true;
+      else if (iequals(k, "stale-while-revalidate")) d.grace = seconds(v).value_or(d.grace);
     });
   }
   // The TTL counts from the object's origin time (now - Age), as Varnish's does.
@@ -130,7 +128,7 @@ TtlDecision decide_ttl(const Response& r, double now, const Config& cfg) {
 }
 
 bool accepts_encoding(std::optional<std::string_view> ae, std::string_view coding) {
-  if (!ae) return ieq(coding, "identity");
+  if (!ae) return iequals(coding, "identity");
   bool named = false, star = false;
   double q_named = 0, q_star = 0;
   std::string_view s = *ae;
@@ -149,7 +147,7 @@ bool accepts_encoding(std::optional<std::string_view> ae, std::string_view codin
         q = std::atof(qs.c_str());
       }
     }
-    if (ieq(tok, coding) || (ieq(coding, "gzip") && ieq(tok, "x-gzip"))) {
+    if (iequals(tok, coding) || (iequals(coding, "gzip") && iequals(tok, "x-gzip"))) {
       named = true;
       q_named = std::max(q_named, q);
     } else if (tok == "*") {
@@ -161,7 +159,7 @@ bool accepts_encoding(std::optional<std::string_view> ae, std::string_view codin
   }
   if (named) return q_named > 0;
   if (star) return q_star > 0;
-  return ieq(coding, "identity");  // identity is acceptable unless refused
+  return iequals(coding, "identity");  // identity is acceptable unless refused
 }
 
 namespace {

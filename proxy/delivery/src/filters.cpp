@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ringlog/text.hpp"
+
 namespace ringproxy::delivery {
 
 // ---------------------------------------------------------------- Chain
@@ -55,12 +57,7 @@ bool parse_u64(std::string_view s, std::uint64_t* v) {
   *v = x;
   return true;
 }
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower((unsigned char)a[i]) != std::tolower((unsigned char)b[i])) return false;
-  return true;
-}
+using ringlog::iequals;
 }  // namespace
 
 RangePlan plan_range(std::string_view header, std::uint64_t length, std::string_view type,

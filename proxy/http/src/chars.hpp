@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "ringlog/text.hpp"
+
 namespace ringproxy::http::detail {
 
 enum : std::uint8_t {
@@ -56,14 +58,7 @@ inline bool target_word_suspect(std::uint64_t x) {
   return has_less(x, 0x21) || (x & kHighs) != 0 || has_byte(x, 0x7f);
 }
 
-inline unsigned char lower(unsigned char c) { return (c >= 'A' && c <= 'Z') ? c | 0x20 : c; }
-
-inline bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(static_cast<unsigned char>(a[i])) != lower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
+using ringlog::iequals;
 
 inline bool is_ows(char c) { return c == ' ' || c == '\t'; }
 
