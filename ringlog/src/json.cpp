@@ -62,6 +62,11 @@ std::string_view side_name(VxidKind k) {
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
+  append_json_escaped(out, s);
+  out += '"';
+}
+
+void append_json_escaped(std::string& out, std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
     // Copy runs of plain characters at once.
@@ -96,7 +101,6 @@ void append_json_string(std::string& out, std::string_view s) {
     out += kHex[c & 15];
     ++i;
   }
-  out += '"';
 }
 
 void append_json_value(std::string& out, const Record& r) {

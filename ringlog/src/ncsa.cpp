@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "ringlog/json.hpp"
 #include "ringlog/tags.hpp"
 #include "ringlog/text.hpp"
 
@@ -170,6 +171,10 @@ NcsaFormatError::NcsaFormatError(std::size_t pos, const std::string& message)
     : std::runtime_error(message + " (at byte " + std::to_string(pos) + ")"), pos_(pos) {}
 
 void ncsa_escape(std::string& out, std::string_view s, bool json) {
+  if (json) {
+    append_json_escaped(out, s);
+    return;
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
@@ -195,24 +200,7 @@ void ncsa_escape(std::string& out, std::string_view s, bool json) {
       out += static_cast<char>(c);
       continue;
     }
-    if (json && c >= 0x80) {
-      // Keep a well-formed UTF-8 sequence (no overlongs, surrogates or > U+10FFFF).
-      std::size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-      bool ok = len != 0 && c <= 0xf4 && i + len <= n;
-      for (std::size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
-      if (ok && len == 3) ok = !(c == 0xe0 && p[i + 1] < 0xa0) && !(c == 0xed && p[i + 1] >= 0xa0);
-      if (ok && len == 4) ok = !(c == 0xf0 && p[i + 1] < 0x90) && !(c == 0xf4 && p[i + 1] >= 0x90);
-      if (ok) {
-        out.append(reinterpret_cast<const char*>(p + i), len);
-        i += len - 1;
-        continue;
-      }
-    }
-    if (json) {
-      out += "\\u00";
-    } else {
-      out += "\\x";
-    }
+    out += "\\x";
     out += kHex[c >> 4];
     out += kHex[c & 15];
   }

@@ -10,6 +10,8 @@
 
 #include "ringlog/stats_output.hpp"
 
+#include "ringlog/json.hpp"
+
 namespace ringlog::stats {
 
 Filter::Filter(std::vector<std::string> globs) {
@@ -75,30 +77,6 @@ std::string dhms(double seconds) {
   return buf;
 }
 
-std::string json_escape(std::string_view s) {
-  std::string o;
-  o.reserve(s.size() + 2);
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c < 0x20 ? c : 0xfffd);
-          o += b;
-        } else {
-          o += ch;
-        }
-    }
-  }
-  return o;
-}
-
 std::string format_once(const Snapshot& s, const Filter& f) {
   std::size_t w = 18;
   for (const auto& c : s.counters)
@@ -135,8 +113,11 @@ std::string format_json(const Snapshot& s, const Filter& f) {
     if (!f.match(c.name)) continue;
     out += first ? "\n" : ",\n";
     first = false;
-    out += "    \"" + json_escape(c.name) + "\": {\n";
-    out += "      \"description\": \"" + json_escape(c.description) + "\",\n";
+    out += "    ";
+    append_json_string(out, c.name);
+    out += ": {\n      \"description\": ";
+    append_json_string(out, c.description);
+    out += ",\n";
     out += std::string("      \"flag\": \"") + flag_letter(c.type) + "\",\n";
     out += std::string("      \"format\": \"") + format_letter(c.type, c.format) + "\",\n";
     out += "      \"value\": " + value_text(c) + "\n    }";

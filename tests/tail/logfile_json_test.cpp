@@ -8,6 +8,7 @@
 
 #include "ringlog/json.hpp"
 #include "ringlog/logfile.hpp"
+#include "ringlog/ncsa.hpp"
 
 namespace {
 
@@ -135,6 +136,46 @@ TEST(Json, EveryByteValueStaysValidJson) {
   EXPECT_NE(out.find("\xc3\xa9"), std::string::npos);       // valid UTF-8 kept as is
   EXPECT_NE(out.find("\\u00ed\\u00a0\\u0080"), std::string::npos);  // surrogate bytes escaped
   EXPECT_NE(out.find("\\u0000"), std::string::npos);
+}
+
+// The documented rule of ringlog/json.hpp, byte class by byte class.
+TEST(Json, EscapesByTheDocumentedRule) {
+  auto esc = [](std::string_view in) {
+    std::string out;
+    ringlog::append_json_escaped(out, in);
+    return out;
+  };
+  EXPECT_EQ(esc("plain /text/ 123"), "plain /text/ 123");
+  EXPECT_EQ(esc("\"\\\n\r\t"), "\\\"\\\\\\n\\r\\t");
+  EXPECT_EQ(esc(std::string("\x00\x01\x1f\x7f", 4)), "\\u0000\\u0001\\u001f\\u007f");
+  EXPECT_EQ(esc("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");  // é € 😀 kept
+  EXPECT_EQ(esc("\xef\xbf\xbd"), "\xef\xbf\xbd");             // U+FFFD itself is valid UTF-8
+  EXPECT_EQ(esc("\xf4\x8f\xbf\xbf"), "\xf4\x8f\xbf\xbf");     // U+10FFFF, the last code point
+  EXPECT_EQ(esc("\x80"), "\\u0080");                          // stray continuation byte
+  EXPECT_EQ(esc("\xff\xfe"), "\\u00ff\\u00fe");               // never in UTF-8
+  EXPECT_EQ(esc("\xc0\xaf"), "\\u00c0\\u00af");               // overlong '/'
+  EXPECT_EQ(esc("\xe0\x80\xaf"), "\\u00e0\\u0080\\u00af");    // overlong, three bytes
+  EXPECT_EQ(esc("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");    // a surrogate
+  EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\\u00f4\\u0090\\u0080\\u0080");  // above U+10FFFF
+  EXPECT_EQ(esc("a\xc3"), "a\\u00c3");                        // cut short at the end
+  EXPECT_EQ(esc("\xe2\x82z"), "\\u00e2\\u0082z");             // cut short before ASCII
+  std::string quoted;
+  ringlog::append_json_string(quoted, "x\"");
+  EXPECT_EQ(quoted, "\"x\\\"\"");
+}
+
+// ringlog-ncsa -j values go through the same escaper; without -j they are C-style.
+TEST(Json, NcsaJsonValuesUseTheSameEscaper) {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += char(c);
+  all += "\xc3\xa9 \xe2\x82\xac \xed\xa0\x80 \xc0\xaf \xf0\x9f\x98";
+  std::string json, ncsa;
+  ringlog::append_json_escaped(json, all);
+  ringlog::ncsa_escape(ncsa, all, true);
+  EXPECT_EQ(ncsa, json);
+  std::string c_style;
+  ringlog::ncsa_escape(c_style, "\"\xc3\xa9\x01", false);
+  EXPECT_EQ(c_style, "\\\"\\xc3\\xa9\\x01");
 }
 
 TEST(Json, GroupShapeAndFilters) {

@@ -35,7 +35,14 @@ struct JsonFilter {
 
 // Appends one JSON object for the group followed by '\n'.
 void append_json(std::string& out, const Group& g, const JsonFilter& filter = {});
-// Appends a JSON string literal (quotes included) for arbitrary bytes.
+// The one JSON string escaper of ringlog and its programs (ringlog -j, ringlog-ncsa -j,
+// ringlog-forward, ringlog-stat -j, ringlog-dump): '"' '\\' \n \r \t get their short
+// escapes; other control bytes (0x00-0x1f) and DEL become \u00XX; a well-formed UTF-8
+// sequence passes through as it is; every byte of an ill-formed one (a stray
+// continuation byte, an overlong form, a surrogate, above U+10FFFF, cut short) becomes
+// \u00XX, XX its byte value. The result is valid JSON and valid UTF-8 whatever the input.
+// append_json_escaped appends the escaped bytes alone, append_json_string quoted.
+void append_json_escaped(std::string& out, std::string_view bytes);
 void append_json_string(std::string& out, std::string_view bytes);
 // The record's value as it appears in "value" (hex for binary tags), quoted.
 void append_json_value(std::string& out, const Record& r);

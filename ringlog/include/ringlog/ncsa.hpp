@@ -73,8 +73,8 @@ class NcsaFormatter {
   std::unique_ptr<Impl> impl_;
 };
 
-// Escaping used for every record value: C-style (\" \\ \n \r \t \xHH) or JSON string
-// content (\" \\ \n \r \t \u00XX, valid UTF-8 kept, invalid bytes escaped one by one).
+// Escaping used for every record value: C-style (\" \\ \n \r \t, \xHH for control and
+// non-ASCII bytes) or, with json, append_json_escaped (ringlog/json.hpp).
 void ncsa_escape(std::string& out, std::string_view s, bool json);
 
 }  // namespace ringlog

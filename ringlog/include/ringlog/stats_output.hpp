@@ -70,6 +70,4 @@ struct PrometheusInstance {
 // two gauges.
 std::string format_prometheus(std::span<const PrometheusInstance> instances, const Filter& f);
 
-std::string json_escape(std::string_view s);
-
 }  // namespace ringlog::stats
