@@ -15,6 +15,8 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "ringlog_cli11.hpp"
 
@@ -267,65 +269,33 @@ bool RateLimiter::allow(std::chrono::steady_clock::time_point now) noexcept {
 
 // ---------------------------------------------------------------- options
 
+namespace {
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+// One entry of reader_options.def, by the type of the field it fills.
+template <class T>
+void add_reader_option(CLI::App& app, const char* name, T& field, const char* type, const char* help) {
+  if constexpr (std::is_same_v<T, bool>) {
+    app.add_flag(name, field, help);
+  } else {
+    CLI::Option* opt = app.add_option(name, field, help)->type_name(type);
+    if constexpr (is_vector<T>::value)  // repeatable, as in varnishlog; one value each
+      opt->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    if constexpr (std::is_unsigned_v<T>) opt->check(CLI::NonNegativeNumber);
+  }
+}
+
+}  // namespace
+
 void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups) {
-  if (groups & kSourceOptions) {
-    app.add_option("-n", o.instance,
-                   "Instance name (under $RINGLOG_DIR, default /dev/shm/ringlog), instance directory or ring file")
-        ->type_name("NAME");
-    app.add_option("-t", o.wait, "Wait up to SECONDS for a missing ring; 'off' waits forever (default 0)")
-        ->type_name("SECONDS|off");
-    app.add_flag("-d", o.from_oldest, "Start at the oldest message in the ring and exit at the end");
-    app.add_flag("--pinned", o.pinned,
-                 "Lossless reading: register as a pinned reader (writers drop rather than overwrite us)");
-    app.add_option("-r", o.read_file, "Read a ringlog binary log file (written by -w) instead of a ring; - is stdin")
-        ->type_name("FILE");
-  }
-  if (groups & kGroupingOptions) {
-    app.add_option("-g", o.grouping, "Grouping: raw, vxid, request or session (default vxid)")->type_name("MODE");
-    app.add_option("-T", o.txn_timeout, "Close incomplete transactions after SECONDS (default 120)")
-        ->type_name("SECONDS");
-    app.add_option("-L", o.max_pending, "At most LIMIT incomplete transactions kept; the oldest is closed (default 1000)")
-        ->type_name("LIMIT");
-  }
-  if (groups & kSelectOptions) {
-    app.add_option("-q", o.queries, "VSL query selecting transactions (ringlog-query(7)); several -q are OR-ed")
-        ->type_name("QUERY")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-    app.add_option("-Q", o.query_files, "Read queries from FILE, one per line ('#' comments); OR-ed with -q")
-        ->type_name("FILE")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-    app.add_flag("-c", o.client, "Client side only (requests)");
-    app.add_flag("-b", o.backend, "Backend side only (fetches)");
-    app.add_option("-k", o.limit, "Stop after NUM selected transactions (groups)")
-        ->type_name("NUM")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("-R", o.rate, "Rate limit: at most LIMIT transactions per PERIOD (default 1s), e.g. 10/2m")
-        ->type_name("LIMIT[/PERIOD]");
-  }
-  if (groups & (kSelectOptions | kRecordFilterOptions))
-    app.add_flag("-C", o.caseless,
-                 (groups & kRecordFilterOptions) ? "Caseless: regular expressions (-q ~ and !~, -I, -X) and eq/ne ignore case"
-                                                 : "Caseless: regular expressions (-q ~ and !~) and eq/ne ignore case");
-  if (groups & kRecordFilterOptions) {
-    app.add_option("-i", "Include only records of these tags (comma-separated, globs); repeatable")
-        ->type_name("TAGLIST")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-    app.add_option("-x", "Exclude records of these tags (comma-separated, globs); repeatable")
-        ->type_name("TAGLIST")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-    app.add_option("-I", "Include only records matching REGEX (of these tags); repeatable")
-        ->type_name("[TAGLIST:]REGEX")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-    app.add_option("-X", "Exclude records matching REGEX (of these tags); repeatable")
-        ->type_name("[TAGLIST:]REGEX")
-        ->allow_extra_args(false)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeatable, as in varnishlog
-  }
+#define READER_OPTION(GROUP, NAME, FIELD, TYPE, HELP, MAN) \
+  if (groups & (GROUP)) add_reader_option(app, NAME, o.FIELD, TYPE, HELP);
+#include "reader_options.def"
+#undef READER_OPTION
 }
 
 void prepare(CLI::App& app, ReaderOptions& o) {
@@ -372,6 +342,20 @@ void prepare(CLI::App& app, ReaderOptions& o) {
   }
   o.filter = RecordFilter::build(o.record_filters, o.client, o.backend, o.caseless);
   o.rate_limiter = o.rate.empty() ? RateLimiter() : RateLimiter::parse(o.rate);
+}
+
+std::optional<int> parse_reader_command_line(Cli& cli, ReaderOptions& o, int argc, char** argv,
+                                             const std::function<void()>& adjust) {
+  if (auto rc = cli.parse(argc, argv)) return rc;
+  if (adjust) adjust();
+  try {
+    prepare(cli.app(), o);
+  } catch (const UsageError& e) {
+    return cli.usage_error(e.what());
+  } catch (const RuntimeError& e) {  // an unreadable -Q file
+    return cli.fail(e);
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------- signals

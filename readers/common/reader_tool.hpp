@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "program.hpp"
-#include "ringlog/format.hpp"
 #include "values.hpp"
+#include "ringlog/format.hpp"
 #include "ringlog/group.hpp"
 #include "ringlog/query.hpp"
 #include "ringlog/record.hpp"
@@ -77,7 +77,8 @@ class RateLimiter {
   std::chrono::steady_clock::time_point last_{};
 };
 
-// Everything the shared options fill in. Raw strings are checked by prepare().
+// Everything the shared options (reader_options.def) fill in. Raw strings are checked
+// by prepare().
 struct ReaderOptions {
   // Where to read.
   std::string instance;          // -n: instance name, instance directory or ring path; "" = default
@@ -97,7 +98,9 @@ struct ReaderOptions {
   std::uint64_t limit = 0;               // -k: stop after this many selected groups (0: no limit)
   std::string rate;                      // -R LIMIT[/PERIOD]
   bool caseless = false;                 // -C: regexes (-q, -I, -X) and eq/ne ignore case
-  // Record filters in command-line order: ('i'|'x'|'I'|'X', argument).
+  // -i -x -I -X as given, each on its own...
+  std::vector<std::string> tags_in, tags_out, regex_in, regex_out;
+  // ...and all of them in command-line order, as they apply: ('i'|'x'|'I'|'X', argument).
   std::vector<std::pair<char, std::string>> record_filters;
 
   // Filled by prepare(): the checked and compiled forms.
@@ -117,12 +120,20 @@ enum OptionGroups : unsigned {
   kAllOptions = 15,
 };
 
-// Registers the shared options on app (help texts shared too). Call prepare() after
+// Registers the shared options of these groups on app, as reader_options.def declares
+// them (their --help lines too). Call prepare() after
 // app.parse(): it collects -i/-x/-I/-X in command-line order, checks every value,
 // compiles queries, filters and -R, and throws UsageError (or RuntimeError for an
 // unreadable -Q file).
 void add_reader_options(CLI::App& app, ReaderOptions& o, unsigned groups = kAllOptions);
 void prepare(CLI::App& app, ReaderOptions& o);
+
+// A reader tool's start-up: cli.parse(), then adjust (may be empty: what the tool
+// changes in o before the checks), then prepare(). Returns the code to exit with when
+// the program is done already (--help or --version printed, a usage error or an
+// unreadable -Q file said), else nullopt.
+std::optional<int> parse_reader_command_line(Cli& cli, ReaderOptions& o, int argc, char** argv,
+                                             const std::function<void()>& adjust = {});
 
 // Stop/reopen requests from signals (SIGINT/SIGTERM stop, SIGHUP reopen): set by
 // install_signal_handlers(), read by the loop and the tools.

@@ -105,10 +105,6 @@ int main(int argc, char** argv) {
       ->required()->type_name("DEST");
   tool::add_reader_options(app, ro, tool::kAllOptions);
   if (CLI::Option* p = app.get_option_no_throw("--pinned")) app.remove_option(p);  // always pinned
-  // -i/-x/-I/-X are repeatable (prepare() takes every occurrence, in order); the shared
-  // registration leaves CLI11's default policy, which refuses a second one.
-  for (const char* name : {"-i", "-x", "-I", "-X"})
-    if (CLI::Option* p = app.get_option_no_throw(name)) p->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--output", output_arg, "What each message carries: ncsa (a line per request, default), "
                                           "json (a transaction group, as ringlog -j) or raw (a record)")
       ->type_name("ncsa|json|raw");
@@ -156,16 +152,8 @@ int main(int argc, char** argv) {
        {tool::kExitUsage, "bad command line"},
        {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
-  if (auto rc = cli.parse(argc, argv)) return *rc;
+  if (auto rc = tool::parse_reader_command_line(cli, ro, argc, argv, [&ro] { ro.pinned = true; })) return *rc;
   auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
-  ro.pinned = true;
-  try {
-    tool::prepare(app, ro);
-  } catch (const tool::UsageError& e) {
-    return usage_error(e.what());
-  } catch (const tool::RuntimeError& e) {  // an unreadable -Q file
-    return cli.fail(e);
-  }
 
   // Check every value before touching anything.
   Output output;

@@ -144,20 +144,17 @@ int main(int argc, char** argv) {
        {tool::kExitUsage, "bad command line (flag, value, format or query)"},
        {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
-  if (auto rc = cli.parse(argc, argv)) return *rc;
-  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   // varnishncsa's -c and -b combine (both sides), unlike the other tools' where they
   // exclude each other: take them out of the shared check and select sides here.
-  const bool want_client = ro.client, want_backend = ro.backend;
-  if (want_client && want_backend) ro.client = ro.backend = false;
-  else if (!want_backend) ro.client = true;  // varnishncsa's default: client mode
-  try {
-    tool::prepare(app, ro);
-  } catch (const tool::UsageError& e) {
-    return usage_error(e.what());
-  } catch (const tool::RuntimeError& e) {
-    return cli.fail(e);
-  }
+  bool want_client = false, want_backend = false;
+  auto combine_sides = [&] {
+    want_client = ro.client;
+    want_backend = ro.backend;
+    if (want_client && want_backend) ro.client = ro.backend = false;
+    else if (!want_backend) ro.client = true;  // varnishncsa's default: client mode
+  };
+  if (auto rc = tool::parse_reader_command_line(cli, ro, argc, argv, combine_sides)) return *rc;
+  auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
   if (ro.mode != ringlog::Grouping::vxid && ro.mode != ringlog::Grouping::request)
     return usage_error("-g: ringlog-ncsa groups by vxid or request, not '" + ro.grouping + "'");
   if (!format_arg.empty() && !format_file.empty()) return usage_error("-F and -f exclude each other");

@@ -151,15 +151,8 @@ int main(int argc, char** argv) {
        {rt::kExitUsage, "bad command line (bad flag or value, bad query: the error names its position)"},
        {rt::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"}});
 
-  if (auto rc = cli.parse(argc, argv)) return *rc;
+  if (auto rc = rt::parse_reader_command_line(cli, ro, argc, argv)) return *rc;
   auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
-  try {
-    rt::prepare(app, ro);
-  } catch (const rt::UsageError& e) {
-    return usage_error(e.what());
-  } catch (const rt::RuntimeError& e) {
-    return cli.fail(e);
-  }
   if ((append || text_file) && write_file.empty()) return usage_error("-a and -A need -w FILE");
   if (json && !write_file.empty() && !text_file) return usage_error("-j with -w writes JSON lines only with -A");
   if (verbose && json) return usage_error("-v and -j exclude each other");

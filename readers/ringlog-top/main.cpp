@@ -51,15 +51,8 @@ int main(int argc, char** argv) {
               {tool::kExitUnusable, "ring unusable (permission denied, not a ringlog ring)"},
               {tool::kExitTerminal, "no usable terminal"}});
 
-  if (auto rc = cli.parse(argc, argv)) return *rc;
+  if (auto rc = tool::parse_reader_command_line(cli, ro, argc, argv)) return *rc;
   auto usage_error = [&cli](const std::string& msg) { return cli.usage_error(msg); };
-  try {
-    tool::prepare(app, ro);
-  } catch (const tool::UsageError& e) {
-    return usage_error(e.what());
-  } catch (const tool::RuntimeError& e) {
-    return cli.fail(e);
-  }
   if (period < 1 || period > 86400) return usage_error("-p: expected a period of 1 to 86400 seconds");
   if (once) ro.from_oldest = true;  // varnishtop -1 implies -d
   if (!once && !::isatty(STDOUT_FILENO))
