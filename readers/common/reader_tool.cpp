@@ -360,14 +360,16 @@ std::optional<int> parse_reader_command_line(Cli& cli, ReaderOptions& o, int arg
 
 // ---------------------------------------------------------------- signals
 
-void install_signal_handlers() {
+void on_signals(std::initializer_list<int> signals, void (*handler)(int)) {
   struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
+  sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  sa.sa_handler = on_hup_signal;
-  ::sigaction(SIGHUP, &sa, nullptr);
+  for (int s : signals) ::sigaction(s, &sa, nullptr);
+}
+
+void install_signal_handlers() {
+  on_signals({SIGINT, SIGTERM}, on_stop_signal);
+  on_signals({SIGHUP}, on_hup_signal);
 }
 bool stop_requested() noexcept { return g_stop != 0; }
 void request_stop() noexcept { g_stop = 1; }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -138,6 +139,8 @@ std::optional<int> parse_reader_command_line(Cli& cli, ReaderOptions& o, int arg
 // Stop/reopen requests from signals (SIGINT/SIGTERM stop, SIGHUP reopen): set by
 // install_signal_handlers(), read by the loop and the tools.
 void install_signal_handlers();
+// Installs handler for these signals (sigaction, no flags, nothing blocked).
+void on_signals(std::initializer_list<int> signals, void (*handler)(int));
 bool stop_requested() noexcept;
 void request_stop() noexcept;
 bool take_hup() noexcept;  // true once per SIGHUP received

@@ -76,14 +76,6 @@ extern "C" void on_term_signal(int sig) {
   g_term_signals = g_term_signals + 1;
 }
 
-void install_term_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_term_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,7 +255,7 @@ int main(int argc, char** argv) {
 
   try {
     tool::install_signal_handlers();
-    install_term_handlers();
+    tool::on_signals({SIGINT, SIGTERM}, on_term_signal);
     fw::Forwarder fwd(fo, endpoints, say, stats ? &*stats : nullptr);
     tool::ReaderLoop loop(ro, kTool);
     bool stalled = false;
