@@ -1,6 +1,9 @@
 // The start-up shared by every ringlog program (see program.hpp).
 #include "program.hpp"
 
+#include <syslog.h>
+
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 
@@ -11,6 +14,33 @@ namespace ringlog::tool {
 std::string version_line(std::string_view program) {
   return std::string(program) + " (ringlog) " + kVersion;
 }
+
+namespace {
+std::atomic<bool> g_syslog{false};
+
+void say_at(int priority, std::string_view program, std::string_view msg) {
+  if (!g_syslog.load(std::memory_order_relaxed)) {
+    std::cerr << program << ": " << msg << "\n";
+    return;
+  }
+  // One syslog message per line: a collector shows each on its own.
+  while (!msg.empty()) {
+    std::size_t nl = msg.find('\n');
+    std::string_view line = msg.substr(0, nl);
+    ::syslog(priority, "%.*s", int(line.size()), line.data());
+    if (nl == std::string_view::npos) break;
+    msg.remove_prefix(nl + 1);
+  }
+}
+}  // namespace
+
+void messages_to_syslog(const char* program) {
+  ::openlog(program, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+  g_syslog.store(true, std::memory_order_relaxed);
+}
+bool messages_in_syslog() noexcept { return g_syslog.load(std::memory_order_relaxed); }
+void say_error(std::string_view program, std::string_view msg) { say_at(LOG_ERR, program, msg); }
+void say_notice(std::string_view program, std::string_view msg) { say_at(LOG_NOTICE, program, msg); }
 
 Cli::Cli(std::string name, std::string description) : name_(std::move(name)), app_(std::move(description), name_) {}
 
@@ -57,7 +87,8 @@ std::optional<int> Cli::parse(int argc, char** argv) {
 int Cli::usage_error(std::string_view msg) const {
   std::string m(msg);
   if (!m.empty() && m.back() == '\n') m.pop_back();
-  std::cerr << name_ << ": " << m << "\nRun '" << name_ << " --help' for the options.\n";
+  if (messages_in_syslog()) say_error(name_, m);
+  else std::cerr << name_ << ": " << m << "\nRun '" << name_ << " --help' for the options.\n";
   return kExitUsage;
 }
 
@@ -66,6 +97,6 @@ int Cli::fail(std::string_view msg, int code) const {
   return code;
 }
 
-void Cli::say(std::string_view msg) const { std::cerr << name_ << ": " << msg << "\n"; }
+void Cli::say(std::string_view msg) const { say_error(name_, msg); }
 
 }  // namespace ringlog::tool

@@ -43,6 +43,15 @@ struct RuntimeError : std::runtime_error {
 // "ringlog-top (ringlog) X.Y.Z": what --version prints, X.Y.Z the CMake project version.
 std::string version_line(std::string_view program);
 
+// Where the program's messages go: "PROGRAM: MSG" lines on stderr, or, once a program
+// that daemonised called messages_to_syslog(), syslog (facility daemon, ident PROGRAM,
+// with the pid; errors at LOG_ERR, notices at LOG_NOTICE). Cli and ReaderLoop speak
+// through these. program must outlive the process (a literal or the Cli's name).
+void messages_to_syslog(const char* program);
+bool messages_in_syslog() noexcept;
+void say_error(std::string_view program, std::string_view msg);
+void say_notice(std::string_view program, std::string_view msg);
+
 // A program's command line: a CLI11 App with -h/--help and -V/--version, and the
 // messages every program gives. Register the options on app(), then parse().
 class Cli {
@@ -62,12 +71,13 @@ class Cli {
   // (--help or --version printed: 0; a usage error said: 2), else nullopt.
   std::optional<int> parse(int argc, char** argv);
 
-  // "NAME: MSG" and "Run 'NAME --help' for the options." on stderr; returns kExitUsage.
+  // "NAME: MSG" and "Run 'NAME --help' for the options." on stderr (say_error: syslog
+  // once there); returns kExitUsage.
   int usage_error(std::string_view msg) const;
-  // "NAME: MSG" on stderr; returns code.
+  // "NAME: MSG" as say_error; returns code.
   int fail(std::string_view msg, int code = kExitFailure) const;
   int fail(const RuntimeError& e) const { return fail(e.what(), e.exit_code()); }
-  // "NAME: MSG" on stderr.
+  // "NAME: MSG" as say_error.
   void say(std::string_view msg) const;
 
  private:

@@ -416,10 +416,10 @@ int ReaderLoop::run() {
   try {
     return opts_.read_file.empty() ? run_ring() : run_file();
   } catch (const RuntimeError& e) {
-    std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
+    say_error(tool_, e.what());
     return e.exit_code();
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "%s: %s\n", tool_.c_str(), e.what());
+    say_error(tool_, e.what());
     return kExitFailure;
   }
 }
@@ -438,8 +438,7 @@ int ReaderLoop::run_file() {
     LogFileStatus st = in.next(buf, kind);
     if (st == LogFileStatus::end) break;
     if (st != LogFileStatus::message) {
-      std::fprintf(stderr, "%s: %s: %s at offset %" PRIu64 "\n", tool_.c_str(), opts_.read_file.c_str(),
-                   to_string(st), in.offset());
+      say_error(tool_, opts_.read_file + ": " + to_string(st) + " at offset " + std::to_string(in.offset()));
       rc = kExitFailure;
       break;
     }
@@ -556,7 +555,8 @@ int ReaderLoop::run_ring() {
     if (r.status == ReadStatus::lost) {
       stats_.lost_bytes += r.lost;
       if (on_idle_) on_idle_();  // keep stdout and stderr in order
-      std::fprintf(stderr, "Log overrun: %" PRIu64 " bytes lost\n", r.lost);
+      if (messages_in_syslog()) say_notice(tool_, "Log overrun: " + std::to_string(r.lost) + " bytes lost");
+      else std::fprintf(stderr, "Log overrun: %" PRIu64 " bytes lost\n", r.lost);  // varnishlog's words
       grouper.lost(r.lost, now);
       continue;
     }
@@ -578,8 +578,7 @@ int ReaderLoop::run_ring() {
         // The writer recreated (or removed) the ring: finish what we hold and follow it.
         grouper.flush();
         if (on_idle_) on_idle_();
-        std::fprintf(stderr, "%s: the ring at %s was recreated or removed; reattaching\n", tool_.c_str(),
-                     ring_path_.c_str());
+        say_notice(tool_, "the ring at " + ring_path_ + " was recreated or removed; reattaching");
         reader_ = nullptr;
         std::optional<Reader> nr;
         bool said_waiting = false;
@@ -589,7 +588,7 @@ int ReaderLoop::run_ring() {
           if (nr && nr->header().instance_id != instance_id) break;
           if (nr && !nr->stale()) break;  // same id but a fresh mapping of the file
           if (!said_waiting) {
-            std::fprintf(stderr, "%s: waiting for %s to reappear\n", tool_.c_str(), ring_path_.c_str());
+            say_notice(tool_, "waiting for " + ring_path_ + " to reappear");
             said_waiting = true;
           }
           std::this_thread::sleep_for(milliseconds(100));
@@ -599,8 +598,9 @@ int ReaderLoop::run_ring() {
         reader_ = &*rd;
         instance_id = rd->header().instance_id;
         ++stats_.reattaches;
-        std::fprintf(stderr, "%s: reattached to %s (instance id %" PRIx64 ")\n", tool_.c_str(), ring_path_.c_str(),
-                     instance_id);
+        char id[24];
+        std::snprintf(id, sizeof id, "%" PRIx64, instance_id);
+        say_notice(tool_, "reattached to " + ring_path_ + " (instance id " + id + ")");
         continue;
       }
     }

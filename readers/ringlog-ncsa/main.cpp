@@ -74,8 +74,8 @@ class Output {
     flush();
     int nfd = open_file();
     if (nfd < 0) {
-      std::fprintf(stderr, "%s: SIGHUP: cannot reopen %s: %s; still writing to the old file\n", kName,
-                   path_.c_str(), std::strerror(errno));
+      tool::say_error(kName, "SIGHUP: cannot reopen " + path_ + ": " + std::strerror(errno) +
+                                 "; still writing to the old file");
       return;
     }
     ::close(fd_);
@@ -188,12 +188,27 @@ int main(int argc, char** argv) {
   } catch (const tool::RuntimeError& e) {
     return cli.fail(e);
   }
-  if (daemonize && ::daemon(0, 0) != 0) return cli.fail(std::string("-D: ") + std::strerror(errno));
+  // Everything that can be checked is checked before -D detaches, and said on stderr
+  // with its exit code (-w and -P opened, the format compiled); once detached,
+  // messages go to syslog.
+  int pid_fd = -1;
   if (!pid_file.empty()) {
     pid_file = absolute(pid_file);
-    std::ofstream pf(pid_file, std::ios::trunc);
-    pf << ::getpid() << "\n";
-    if (!pf.flush()) return cli.fail("-P: cannot write " + pid_file);
+    pid_fd = ::open(pid_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (pid_fd < 0) return cli.fail("-P: cannot write " + pid_file + ": " + std::strerror(errno));
+  }
+  if (daemonize) {
+    if (::daemon(0, 0) != 0) return cli.fail(std::string("-D: ") + std::strerror(errno));
+    tool::messages_to_syslog(kName);
+  }
+  if (pid_fd >= 0) {
+    std::string pid = std::to_string(::getpid()) + "\n";
+    bool ok = ::write(pid_fd, pid.data(), pid.size()) == ssize_t(pid.size());
+    ok = ::close(pid_fd) == 0 && ok;
+    if (!ok) {
+      ::unlink(pid_file.c_str());
+      return cli.fail("-P: cannot write " + pid_file + ": " + std::strerror(errno));
+    }
   }
   tool::install_signal_handlers();
 

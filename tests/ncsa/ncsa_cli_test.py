@@ -351,6 +351,17 @@ def case_usage():
         r = ncsa(*args)
         check(r.returncode == 2 and b"ringlog-ncsa:" in r.stderr,
               f"{args}: exit 2 with a message ({r.returncode}, {r.stderr!r})")
+    # -D: what can be checked is said on stderr before detaching, with its exit code; a
+    # daemon would have let the command return 0 at once, so the code shows none was left.
+    nodir = os.path.join(WORK, "no-such-dir", "x.log")
+    dfile = os.path.join(WORK, "daemon-never.log")
+    for args, code, opt in ((["-D", "-w", nodir], 1, b"-w:"),
+                            (["-D", "-w", dfile, "-F", "%Z"], 2, b"-F:"),
+                            (["-D", "-w", dfile, "-P", nodir], 1, b"-P:")):
+        r = ncsa("-n", "nosuch", *args)
+        check(r.returncode == code and r.stderr.startswith(b"ringlog-ncsa: " + opt),
+              f"{args}: reported before detaching, exit {code} ({r.returncode}, {r.stderr!r})")
+    check(not os.path.exists(nodir), "-D: nothing was written where it could not be")
     r = ncsa("--help")
     check(r.returncode == 0 and b"-F FORMAT" in r.stdout and b"Exit codes" in r.stdout, "--help")
     r = ncsa("-V")
