@@ -227,9 +227,13 @@ def case_limits():
     out, _ = raw(p.port, b"GET /" + b"a" * 100 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     check(out.startswith(b"HTTP/1.1 414"), "max_url applies without restart")
     rc, txt = p.adm("param.set", "max_headers", "4")
+    check(rc == 0, f"param.set max_headers ({txt})")
     out, _ = raw(p.port, b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n")
     check(out.startswith(b"HTTP/1.1 431"), "max_headers applies without restart")
-    txns = p.settle(6)
+    # Six connections, each closed by the proxy: a session ends (SessClose) after its
+    # socket is closed, so the client may see the close before it is logged. Wait for
+    # the sessions too, not only the requests.
+    txns = p.settle(6, sessions=6)
     errs = [t for t in txns if t["type"] == "req" and recs(t, "Error")]
     check(len(errs) == 6, f"6 Error records, got {len(errs)}")
     st = p.stats()
