@@ -15,7 +15,7 @@ BENCH_NAME=bench_query
 BUILD=${1:-$ROOT/build-bench}
 RUNS=${2:-3}
 cd "$ROOT"
-BASE=${3:-$(git log -1 --format=%H --diff-filter=A -- ringlog/src/regex.cpp)^}
+BASE=${3:-$(git log -1 --format=%H --diff-filter=A -- ringlog/include/ringlog/regex.hpp)^}
 BASE=$(git rev-parse --short "$BASE")
 NEW=$BUILD/bench/bench_query
 WRITER=$BUILD/support/tail_writer
