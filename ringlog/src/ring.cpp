@@ -389,17 +389,23 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
   // to pair with. A stale value is harmless: D2's CAS succeeds only on the current one.
   std::uint64_t o = h->owner.load(std::memory_order_acquire);
   repair::LockOwner dead;  // the owner named by o; none when o is 0
+  // The wait for an owner that never recorded itself, per thread: the locked value
+  // seen, since when, and lock_recoveries then.
+  static thread_local std::uint64_t unknown_since = 0, unknown_tail = 0, unknown_recoveries = 0;
   if (o != 0) {
     dead = repair::lock_owner(*h, o, repair::system_alive);
     if (dead.alive) return;
   } else {
     // The owner died between taking the lock and recording itself (a few
-    // instructions): only after a long wait, and only if some writer is dead.
-    static thread_local std::uint64_t unknown_since = 0, unknown_tail = 0;
+    // instructions): only after a long wait, and only if some writer is dead. The
+    // wait is for one lock, not one tail value: a recovery unlocks at the same
+    // position, and the next live locker takes the same value before its L2, so a
+    // recovery since the wait began (lock_recoveries moved) starts it again (D9).
     std::uint64_t now = monotonic_ns();
     if (unknown_tail != locked) {
       unknown_tail = locked;
       unknown_since = now;
+      unknown_recoveries = h->lock_recoveries.load(std::memory_order_relaxed);
       return;
     }
     if (now - unknown_since < kUnknownOwnerNs) return;
@@ -418,6 +424,14 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
   // the release sequence of the previous W3/L4, which we thus see).
   if (h->tail.load(std::memory_order_acquire) != locked) {
     h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);  // D4: give the word back
+    return;
+  }
+  // D9: lock_recoveries (relaxed) unchanged since an unrecorded owner's wait began.
+  // The recoverer counted before its L4, which D3's acquire of the same tail value
+  // (a later locker's L1 RMW continues L4's release sequence) makes visible here.
+  if (o == 0 && h->lock_recoveries.load(std::memory_order_relaxed) != unknown_recoveries) {
+    h->owner.compare_exchange_strong(mine, o, std::memory_order_acq_rel);  // D4
+    unknown_tail = 0;  // wait again, from now
     return;
   }
   // Undo what the dead owner may have started (repair.cpp): the RC at t-1 gets the

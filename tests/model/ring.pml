@@ -291,15 +291,15 @@ inline unlock_tail(ut) {
   }
 }
 
-/* The code today recovers an unrecorded owner's lock whenever the tail shows the
- * watched locked value with owner 0 after the longer wait, even if another recoverer
- * released that lock meanwhile and a live writer holds it again at the same value: a
- * counterexample (docs/RING.md section 7). FIX_UNKNOWN_OWNER_BACKOFF models the fix:
- * a recovery since the watch began (lock_recoveries moved) makes it back off. */
-#ifdef FIX_UNKNOWN_OWNER_BACKOFF
-#define D3_BACKOFF(o) ((o) != 0 || lock_recoveries == unk_rec)
-#else
+/* D9: an unrecorded owner's lock (o = 0) is recovered only if no recovery happened
+ * since the watch began (lock_recoveries unchanged): otherwise another recoverer
+ * released that lock meanwhile and a live writer may hold it again at the same value,
+ * owner word still 0. MUTANT_NO_UNKNOWN_OWNER_BACKOFF drops the check, as the code
+ * did before: a recoverer then takes a live holder's lock (docs/RING.md section 7). */
+#ifdef MUTANT_NO_UNKNOWN_OWNER_BACKOFF
 #define D3_BACKOFF(o) true
+#else
+#define D3_BACKOFF(o) ((o) != 0 || lock_recoveries == unk_rec)
 #endif
 
 /* Ring::Impl::recover_dead_owner(locked): the tail stayed locked at lt and its owner

@@ -25,10 +25,7 @@ SKIPPED = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Configurations of the real model: (defines, what it covers). Each fits the CI
-# budget (all of them, two at a time, in under 5 minutes on 2 cores). The death
-# configurations model the unrecorded-owner back-off (FIX_UNKNOWN_OWNER_BACKOFF):
-# without it they would meet the double recovery that finding-unknown-owner-twice
-# shows, instead of checking the rest of the recovery.
+# budget (all of them, two at a time, in under 5 minutes on 2 cores).
 REAL = {
     "writers": ("NA=2 NB=1 MSGS=1 PINNED=0 PASSIVE=0 N=6",
                 "3 writers in 2 processes, 2 sharing a wait queue: lead/carry, reclaim, drop, "
@@ -37,10 +34,10 @@ REAL = {
                "2 writers and a pinned reader over a 5-byte ring (wraps 3 times)"),
     "passive": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
                 "2 writers and a passive reader over a 5-byte ring"),
-    "death-writers": ("FIX_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
+    "death-writers": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
                       "a writer process dies at any step; the other recovers its lock and "
                       "discards its torn batch"),
-    "death-readers": ("FIX_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 MSGS=1 PINNED=1 PASSIVE=0 N=5 KILL=9 CHECKS=1",
+    "death-readers": ("NA=1 NB=1 MSGS=1 PINNED=1 PASSIVE=0 N=5 KILL=9 CHECKS=1",
                       "a writer or the pinned reader dies at any step; recovery"),
     "liveness": ("NA=1 NB=1 MSGS=1 PINNED=1 PASSIVE=0 N=4 LTL_DONE",
                  "every write of a live process ends (weak fairness), the reader too"),
@@ -57,15 +54,15 @@ MUTANTS = {
                              "the pinned reader leaves its RC before taking the next: it loses"),
     "passive-no-recheck": ("MUTANT_PASSIVE_NO_RECHECK NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
                            "the passive reader returns a copy without re-reading head"),
+    "unknown-owner-no-backoff": ("MUTANT_NO_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
+                                 "the second recoverer of an unrecorded owner's lock does not back off "
+                                 "(no D9): it takes a live holder's lock"),
 }
 
-# Findings: the code as it is today, with a known bug the model found (docs/RING.md
-# section 7); expected to yield a counterexample until the code is fixed.
-FINDINGS = {
-    "unknown-owner-twice": ("NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
-                            "the second recoverer of an unrecorded owner's lock does not back off: "
-                            "it takes a live holder's lock"),
-}
+# Findings: the code as it is, with a known bug the model found (docs/RING.md
+# section 7); each yields a counterexample until the code is fixed, then becomes a
+# mutant. None open.
+FINDINGS = {}
 
 # Releasing the tail after the copy instead of before: checked, and expected to pass
 # (it serialises the copies, which costs throughput, but loses nothing and deadlocks
@@ -77,9 +74,9 @@ EQUIVALENT = {
 
 # Larger configurations, for a bigger machine (not in CI): --big NAME.
 BIG = {
-    "unknown-owner": ("FIX_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
-                      "a lock holder dies at any step, two other writers recover (the fixed "
-                      "unknown-owner back-off)"),
+    "unknown-owner": ("NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
+                      "a lock holder dies at any step, two other writers recover (the "
+                      "unknown-owner back-off, D9)"),
     "all": ("NA=2 NB=1 MSGS=2 PINNED=1 PASSIVE=1 N=7 KILL=15 CHECKS=1",
             "3 writers (2 queued), both readers, any process may die, over a 7-byte ring"),
 }

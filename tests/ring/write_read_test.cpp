@@ -393,3 +393,35 @@ TEST(Recovery, TailLockOfAnUnrecordedDeadOwnerIsRecoveredAfterALongerWait) {
   Reader rd = Reader::open(p, {.start = StartAt::oldest});
   EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
 }
+
+TEST(Recovery, AnUnrecordedOwnersWaitStartsAgainAfterARecovery) {
+  // A recovery unlocks at the position it found, so the next writer locks the tail at
+  // the same value, and until its L2 the owner word reads 0. A writer whose
+  // second-long wait for an unrecorded owner began before that recovery must not take
+  // this new lock over at once, as if the wait were for it: it waits again (D9).
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("one");
+  Header& h = r.header();
+  pid_t dead = dead_pid();
+  WriterSlot& ws = h.writers[100];
+  const std::uint64_t t = h.tail.load();
+  auto lock_unrecorded = [&] {  // a dead registered writer; the lock at t, owner 0
+    ws.start_time = 1;
+    ws.pid.store(static_cast<std::uint32_t>(dead));
+    h.owner.store(0);
+    h.tail.store(t | kTailLock);
+  };
+  lock_unrecorded();
+  EXPECT_EQ(r.write("two"), WriteStatus::ok);  // this thread waits, recovers, writes
+  EXPECT_EQ(r.stats().lock_recoveries, 1u);
+  // The same locked value again, owner 0: the live writer of the race above, seen
+  // between its L1 and L2 (here it never records itself, so a recovery does follow).
+  lock_unrecorded();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(r.write("three"), WriteStatus::ok);
+  // Without D9 the old wait counts and the lock is taken within the 20 ms suspicion
+  // delay; with it, a whole new wait. A lower bound only, never an upper bound.
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms) << "took over a lock it had not waited for";
+  EXPECT_EQ(r.stats().lock_recoveries, 2u);
+}
