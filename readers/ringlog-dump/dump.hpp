@@ -2,6 +2,9 @@
 // layouts) from bytes that are never trusted, lists its messages, describes its header,
 // and repairs what crashed processes left behind. The tool and the fuzz targets link
 // this library; it never writes to a file unless repair() is given a writable image.
+// Its files, in the order a dump uses them: image.cpp (layouts, parse), framing.cpp
+// (one message's framing, in-flight batches, the boundary map), walk.cpp, output.cpp
+// (messages, --info, the repair report), repair.cpp; main.cpp is the command line.
 #pragma once
 
 #include <cstddef>
