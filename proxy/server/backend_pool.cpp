@@ -200,16 +200,16 @@ void BackendPool::free_retired() {
 void Server::health_loop() {
   // The first round comes one interval after start; the interval is read every turn,
   // so a param.set applies to the next probe.
-  std::uint64_t last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::uint64_t last = ringlog::monotonic_ns();
   for (;;) {
-    std::uint64_t now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::uint64_t now = ringlog::monotonic_ns();
     std::uint64_t next = last + std::uint64_t(params_.get(health_interval) * 1e9);
     if (now >= next) {
       for (auto& b : backends_) {
         if (stopping()) return;
         probe(*b);
       }
-      last = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      last = ringlog::monotonic_ns();
       continue;
     }
     pollfd p{wake_fd_, POLLIN, 0};

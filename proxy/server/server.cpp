@@ -106,7 +106,7 @@ void Server::start() {
       throw ConfigError("backend " + b->spec.spec + ": " + e.what());
     }
     b->stats.set(V::healthy, 1);
-    b->last_change_ns = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    b->last_change_ns = ringlog::realtime_ns();
     backends_.push_back(std::move(b));
   }
 

@@ -43,7 +43,7 @@ Session::Session(Worker& w, int fd, const SockAddr& peer, const SockAddr& local,
   peer_port_ = std::to_string(peer.port());
   Params& p = srv_.params();
   req_parser_.set_limits({p.count(max_header_bytes), p.count(max_headers), p.count(max_url), false});
-  sess_start_real_ = real_ns();
+  sess_start_real_ = ringlog::realtime_ns();
   sess_start_mono_ = w.now();
   sess_txn_ = srv_.log().begin(ringlog::TxnType::sess, "HTTP/1");
   sess_txn_.timestamp("Start", sess_start_real_);
@@ -166,7 +166,7 @@ bool Session::read_client() {
   if (n > 0) {
     moved_ += std::uint64_t(n);
     if (!req_active_ && hdr_start_real_ == 0) {
-      hdr_start_real_ = real_ns();
+      hdr_start_real_ = ringlog::realtime_ns();
       client_timer_ = Timer::Header;
       client_deadline_ = w_.now() + srv_.params().ns(timeout_header);
     }
@@ -196,13 +196,13 @@ bool Session::step_head() {
   http::ParseResult r = req_parser_.parse(client_in_.view(), req_head_);
   if (r.need_more()) {
     if (hdr_start_real_ == 0) {
-      hdr_start_real_ = real_ns();
+      hdr_start_real_ = ringlog::realtime_ns();
       client_timer_ = Timer::Header;
       client_deadline_ = w_.now() + srv_.params().ns(timeout_header);
     }
     return false;
   }
-  if (hdr_start_real_ == 0) hdr_start_real_ = real_ns();
+  if (hdr_start_real_ == 0) hdr_start_real_ = ringlog::realtime_ns();
   if (r.failed()) {
     bad_request(r.error, r.http_status);
     return true;
@@ -459,7 +459,7 @@ void Session::finish_request() {
   client_deadline_ = w_.now() + srv_.params().ns(timeout_idle);
   if (!client_in_.empty()) {
     // Bytes of the next request are here already.
-    hdr_start_real_ = real_ns();
+    hdr_start_real_ = ringlog::realtime_ns();
   }
 }
 

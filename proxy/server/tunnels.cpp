@@ -38,12 +38,6 @@ using ringlog::Tag;
 
 constexpr std::uint64_t kTickNs = 100'000'000;  // timeouts are checked this often
 
-std::uint64_t mono_now_ns() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec);
-}
-
 // The checked configuration, shared by the workers (read-only after install()).
 struct Module {
   Server* srv = nullptr;
@@ -174,7 +168,7 @@ class WorkerTunnels final : public TunnelHost {
     for (auto& [t, p] : live_) ts.push_back(t);
     for (Tunnel* t : ts)
       if (t->on_timer(now) == State::done) retire(t);
-    std::uint64_t mono = mono_now_ns();
+    std::uint64_t mono = ringlog::monotonic_ns();
     for (auto& o : opening_)
       if (o->alive && mono >= o->deadline_ns) fail_opening(*o, ETIMEDOUT);
     // Free what ended before the previous tick: no event of this batch can name it.
@@ -328,7 +322,7 @@ class WorkerTunnels final : public TunnelHost {
       o->start.txn.end();
       return true;
     }
-    o->deadline_ns = mono_now_ns() + m_.srv->params().ns(connect_timeout);
+    o->deadline_ns = ringlog::monotonic_ns() + m_.srv->params().ns(connect_timeout);
     w_.add_fd(fd, o.get(), EPOLLOUT | EPOLLRDHUP);
     opening_.push_back(std::move(o));
     return true;

@@ -14,7 +14,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,17 +30,7 @@ namespace ringproxy {
 namespace delivery = ringproxy::delivery;
 namespace M = ringproxy::counters::main;
 
-std::uint64_t mono_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
-std::uint64_t real_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
-double now_s() noexcept { return double(real_ns()) / 1e9; }
+double now_s() noexcept { return double(ringlog::realtime_ns()) / 1e9; }
 
 namespace {
 
@@ -279,7 +268,7 @@ void Worker::begin_shutdown() {
 void Worker::bind_thread() {
   ringlog::set_thread_index(index_);
   main_ = std::make_unique<ringlog::stats::LocalCounters>(srv_.main_stats().local());
-  now_ns_ = mono_ns();
+  now_ns_ = ringlog::monotonic_ns();
   if (notify_waker_) notify_waker_->bind_to_this_thread();
 }
 
@@ -304,11 +293,11 @@ void Worker::run() {
       bool ev = transport_->wait(ep_, epoll_more ? 0 : wait_ms, reaped_) || epoll_more;
       if (ev) n = ::epoll_wait(ep_, evs, 256, 0);
       epoll_more = n == 256;
-      now_ns_ = mono_ns();
+      now_ns_ = ringlog::monotonic_ns();
       completion_handler_.completed();
     } else {
       n = ::epoll_wait(ep_, evs, 256, wait_ms);
-      now_ns_ = mono_ns();
+      now_ns_ = ringlog::monotonic_ns();
     }
     for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
     if (!ready_.empty()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "ringlog/clock.hpp"
 #include "handler.hpp"
 #include "ringlog/stats.hpp"
 #include "ringproxy/delivery/transport.hpp"
@@ -122,8 +123,6 @@ class Worker {
   BackendPool backends_;
 };
 
-std::uint64_t mono_ns() noexcept;
-std::uint64_t real_ns() noexcept;
 double now_s() noexcept;  // the realtime clock in seconds (the cache's clock)
 
 }  // namespace ringproxy

@@ -9,7 +9,6 @@
 //   1 runtime error (no ring, unreadable file, messages left undelivered at exit),
 //   2 bad command line, 3 ring unusable (permission denied, not a ringlog ring).
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +25,7 @@
 
 #include "forwarder.hpp"
 #include "reader_tool.hpp"
+#include "ringlog/clock.hpp"
 #include "ringlog/json.hpp"
 #include "ringlog/ncsa.hpp"
 #include "ringlog/printer.hpp"
@@ -317,11 +317,10 @@ int main(int argc, char** argv) {
 
     auto push_line = [&](std::string_view line) {
       while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-      timespec ts{};
-      ::clock_gettime(CLOCK_REALTIME, &ts);
+      const std::uint64_t now_ns = ringlog::realtime_ns();
       std::string m;
       m.reserve(line.size() + 96);
-      fw::append_rfc5424(m, hdr, msgid, ts, line);
+      fw::append_rfc5424(m, hdr, msgid, now_ns, line);
       fwd.push(std::move(m));
     };
     // drop-oldest reports: the first at once, then at most one line a second.

@@ -47,32 +47,33 @@ std::string sanitize_field(std::string_view s, std::size_t max) {
   return out;
 }
 
-void append_timestamp(std::string& out, const timespec& ts) {
+void append_timestamp(std::string& out, std::uint64_t realtime_ns) {
+  const auto sec = static_cast<time_t>(realtime_ns / 1'000'000'000u);
   // The date and time of day change once a second: format them then, not per message.
   thread_local time_t cached_sec = -1;
   thread_local char cached[64];
-  if (ts.tv_sec != cached_sec) {
+  if (sec != cached_sec) {
     std::tm tm{};
-    time_t secs = ts.tv_sec;
+    time_t secs = sec;
     gmtime_r(&secs, &tm);
     std::snprintf(cached, sizeof cached, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    cached_sec = ts.tv_sec;
+    cached_sec = sec;
   }
   out.append(cached, 19);
   char frac[8] = {'.', '0', '0', '0', '0', '0', '0', 'Z'};
-  long us = ts.tv_nsec / 1000;
+  std::uint64_t us = realtime_ns % 1'000'000'000u / 1000;
   for (int i = 6; i >= 1; --i, us /= 10) frac[i] = static_cast<char>('0' + us % 10);
   out.append(frac, sizeof frac);
 }
 
-void append_rfc5424(std::string& out, const HeaderFields& h, std::string_view msgid, const timespec& ts,
+void append_rfc5424(std::string& out, const HeaderFields& h, std::string_view msgid, std::uint64_t realtime_ns,
                     std::string_view msg) {
   char pri[8] = {'<'};
   auto r = std::to_chars(pri + 1, pri + 5, h.facility * 8 + h.severity);
   out.append(pri, r.ptr);
   out += ">1 ";
-  append_timestamp(out, ts);
+  append_timestamp(out, realtime_ns);
   out.push_back(' ');
   out += h.hostname;
   out.push_back(' ');

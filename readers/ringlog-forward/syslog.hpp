@@ -34,11 +34,12 @@ struct HeaderFields {
 std::string sanitize_field(std::string_view s, std::size_t max);
 
 // "2026-11-30T01:35:47.123456Z" (RFC 5424 TIMESTAMP, UTC, microseconds).
-void append_timestamp(std::string& out, const timespec& ts);
+void append_timestamp(std::string& out, std::uint64_t realtime_ns);
 
-// One RFC 5424 message: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID - MSG" (no SD).
+// One RFC 5424 message: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID - MSG" (no SD), dated
+// realtime_ns (ringlog::realtime_ns(): nanoseconds since the epoch).
 // Fields must already be sanitised (sanitize_field); msgid likewise (at most 32).
-void append_rfc5424(std::string& out, const HeaderFields& h, std::string_view msgid, const timespec& ts,
+void append_rfc5424(std::string& out, const HeaderFields& h, std::string_view msgid, std::uint64_t realtime_ns,
                     std::string_view msg);
 
 // The bytes to write on a TCP stream for one message.
