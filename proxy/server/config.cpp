@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "values.hpp"
+
 namespace ringproxy {
 
 std::string SockAddr::ip() const {
@@ -152,6 +154,12 @@ BackendSpec parse_backend(const std::string& s) {
     if (b.name.size() > 47) b.name.resize(47);
   }
   return b;
+}
+
+std::uint64_t parse_size(std::string_view s) {
+  std::optional<std::uint64_t> v = ringlog::tool::parse_size(s);
+  if (!v) throw ConfigError("bad size '" + std::string(s) + "'");
+  return *v;
 }
 
 }  // namespace ringproxy

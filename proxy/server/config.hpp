@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringproxy {
@@ -48,6 +49,11 @@ struct BackendSpec {
 };
 // "[name=]host:port"; the name defaults to "host_port" made safe.
 BackendSpec parse_backend(const std::string& s);
+
+// A byte size (--ring-size, --storage, --pass-window, --tunnel-pipe-size): the rule
+// every ringlog program reads sizes by (ringlog::tool::parse_size, Varnish's
+// VNUM_2bytes: "64M", "1.5k", "4 KB", "512b"). Throws ConfigError "bad size 'S'".
+std::uint64_t parse_size(std::string_view s);
 
 struct Config {
   std::vector<SockAddr> listen;          // one SO_REUSEPORT listener per worker for each

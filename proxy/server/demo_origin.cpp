@@ -6,10 +6,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+
+#include "values.hpp"
 
 namespace ringproxy {
 
 namespace {
+
+constexpr std::uint64_t kDemoMaxBody = 1ull << 30;
 
 // 64 KiB of the body pattern: the body repeats it.
 const std::string& pattern() {
@@ -32,12 +37,12 @@ DemoObject demo_object(std::string_view target) {
   }
   for (std::size_t i = 0; i < path.size(); ++i) {
     if (path[i] < '0' || path[i] > '9') continue;
-    std::uint64_t v = 0;
+    // The digits and a k or m right after them, read by the rule of every size.
     std::size_t j = i;
-    while (j < path.size() && path[j] >= '0' && path[j] <= '9' && v < (1ull << 40)) v = v * 10 + std::uint64_t(path[j++] - '0');
-    if (j < path.size() && (path[j] == 'k' || path[j] == 'K')) v <<= 10;
-    else if (j < path.size() && (path[j] == 'm' || path[j] == 'M')) v <<= 20;
-    o.size = std::min<std::uint64_t>(v, 1ull << 30);
+    while (j < path.size() && path[j] >= '0' && path[j] <= '9') ++j;
+    if (j < path.size() && (path[j] == 'k' || path[j] == 'K' || path[j] == 'm' || path[j] == 'M')) ++j;
+    std::optional<std::uint64_t> v = ringlog::tool::parse_size(path.substr(i, j - i), kDemoMaxBody);
+    o.size = v ? *v : kDemoMaxBody;  // larger: the largest
     break;
   }
   if (path.find("private") != std::string_view::npos || path.find("nocache") != std::string_view::npos)

@@ -30,22 +30,6 @@ using ringlog::tool::kExitFailure;
 using ringlog::tool::kExitOk;
 using ringlog::tool::kExitUsage;
 
-std::uint64_t parse_size(const std::string& s) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (...) {
-    throw ringproxy::ConfigError("bad size '" + s + "'");
-  }
-  std::string suf = s.substr(used);
-  if (suf == "k" || suf == "K") v <<= 10;
-  else if (suf == "m" || suf == "M") v <<= 20;
-  else if (suf == "g" || suf == "G") v <<= 30;
-  else if (!suf.empty()) throw ringproxy::ConfigError("bad size '" + s + "'");
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Worker threads (0: one per core)");
   app.add_option("-n,--instance", cfg.instance, "ringlog instance: ring and stats in $RINGLOG_DIR/NAME");
   app.add_option("--admin-socket", cfg.admin_socket, "Admin socket path (default <instance dir>/admin.sock)");
-  app.add_option("--ring-size", ring_size, "Size of the ring's message area (k, M, G suffixes)");
+  app.add_option("--ring-size", ring_size, "Size of the ring's message area (a size as ringlog(7) VALUES says: 64M, 1.5G)");
   app.add_option("--trusted", trusted, "Address or CIDR allowed to ask for per-request tracing (repeatable)");
   app.add_option("--trace-header", cfg.trace_header, "Request header that turns tracing on for one request");
   app.add_option("--via", cfg.via, "Pseudonym in the Via header");
@@ -79,18 +63,19 @@ int main(int argc, char** argv) {
   std::string cache_onoff = "on", storage = "256M", pass_window = "4M";
   app.add_option("--cache", cache_onoff, "Cache GET/HEAD responses: on or off (off: every request is a pass)")
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--storage", storage, "Cache memory cap (k, M, G suffixes); least recently used objects go beyond it");
+  app.add_option("--storage", storage, "Cache memory cap (a size: 256M); least recently used objects go beyond it");
   app.add_option("--default-ttl", cfg.default_ttl, "TTL of a response without s-maxage, max-age or Expires (seconds)")
       ->check(CLI::Range(0.0, 31536000.0));
   app.add_option("--default-grace", cfg.default_grace, "How long an expired object may still be served while one fetch refreshes it (seconds)")
       ->check(CLI::Range(0.0, 31536000.0));
   app.add_option("--transport", cfg.transport, "How responses from the cache are sent: writev or io_uring (io_uring falls back to writev where the kernel refuses it)")
       ->check(CLI::IsMember({"writev", "io_uring"}));
-  app.add_option("--pass-window", pass_window, "Memory a pass (or hit-for-pass) response may hold between backend and client (k, M suffixes); the backend is read no further ahead");
+  app.add_option("--pass-window", pass_window, "Memory a pass (or hit-for-pass) response may hold between backend and client (a size: 4M); the backend is read no further ahead");
   app.add_flag("--crc32", cfg.crc32, "Pass every response from the cache or a pass through a CRC32 filter and log the sum (Debug record): for tests and benchmarks");
   ringproxy::tunnel::ProxyTunnelConfig tunnels;
   ringproxy::tunnel::add_options(app, tunnels);
-  std::vector<double> pvals(ringproxy::kParamCount, 0);
+  // Parameters given at start are read as adm param.set reads them (sizes, ms/s).
+  std::vector<std::string> pvals(ringproxy::kParamCount);
   std::vector<CLI::Option*> popts(ringproxy::kParamCount, nullptr);
   for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
     const auto& d = ringproxy::kParamDefs[i];
@@ -124,11 +109,11 @@ int main(int argc, char** argv) {
         if (cfg.backends[i].name == cfg.backends[j].name)
           throw ringproxy::ConfigError("two backends are named '" + cfg.backends[i].name + "'");
     for (const auto& t : trusted) cfg.trusted.push_back(ringproxy::parse_cidr(t));
-    cfg.ring_size = parse_size(ring_size);
+    cfg.ring_size = ringproxy::parse_size(ring_size);
     cfg.cache = cache_onoff == "on";
-    cfg.storage = parse_size(storage);
+    cfg.storage = ringproxy::parse_size(storage);
     if (cfg.storage < (1u << 20)) throw ringproxy::ConfigError("--storage must be at least 1M");
-    cfg.pass_window = parse_size(pass_window);
+    cfg.pass_window = ringproxy::parse_size(pass_window);
     if (cfg.pass_window < (64u << 10) || cfg.pass_window > (1u << 30))
       throw ringproxy::ConfigError("--pass-window must be between 64k and 1G");
     if (cfg.ring_size < 65536) throw ringproxy::ConfigError("--ring-size must be at least 64k");
@@ -142,7 +127,7 @@ int main(int argc, char** argv) {
     ringproxy::tunnel::install(*srv, tunnels);
     for (unsigned i = 0; i < ringproxy::kParamCount; ++i) {
       if (popts[i]->count() == 0) continue;
-      std::string err = srv->params().set(ringproxy::ParamId(i), pvals[i]);
+      std::string err = srv->params().set(ringproxy::kParamDefs[i].name, pvals[i]);
       if (!err.empty()) throw ringproxy::ConfigError(err);
     }
   } catch (const ringproxy::ConfigError& e) {

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "values.hpp"
 
 namespace ringproxy {
 
@@ -48,19 +51,16 @@ std::string Params::set(ParamId id, double v) {
 std::string Params::set(std::string_view name, std::string_view value) {
   int id = find(name);
   if (id < 0) return "unknown parameter '" + std::string(name) + "'";
+  // Sizes are read by the rule of every ringlog program's sizes; durations may carry
+  // an ms or s suffix.
+  if (kParamDefs[id].unit == Unit::bytes) {
+    std::optional<std::uint64_t> v = ringlog::tool::parse_size(value);
+    if (!v) return "bad value '" + std::string(value) + "' for " + std::string(name);
+    return set(ParamId(id), double(*v));
+  }
   std::string s(value);
   double mult = 1;
-  // Sizes may carry k/m suffixes, durations ms/s.
-  if (kParamDefs[id].unit == Unit::bytes && !s.empty()) {
-    char c = s.back();
-    if (c == 'k' || c == 'K') {
-      mult = 1024.0;
-      s.pop_back();
-    } else if (c == 'm' || c == 'M') {
-      mult = 1048576.0;
-      s.pop_back();
-    }
-  } else if (kParamDefs[id].unit == Unit::seconds) {
+  if (kParamDefs[id].unit == Unit::seconds) {
     if (s.size() > 2 && s.compare(s.size() - 2, 2, "ms") == 0) {
       mult = 0.001;
       s.resize(s.size() - 2);

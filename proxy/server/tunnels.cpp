@@ -376,21 +376,6 @@ WorkerTunnels& tunnels_of(const Module& m, Worker& w) {
   return *t_slot.wt;
 }
 
-std::size_t parse_size(const std::string& s) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (...) {
-    throw ConfigError("bad size '" + s + "'");
-  }
-  std::string suf = s.substr(used);
-  if (suf == "k" || suf == "K") v <<= 10;
-  else if (suf == "m" || suf == "M") v <<= 20;
-  else if (!suf.empty()) throw ConfigError("bad size '" + s + "'");
-  return std::size_t(v);
-}
-
 }  // namespace
 
 void add_options(CLI::App& app, ProxyTunnelConfig& c) {
@@ -399,7 +384,7 @@ void add_options(CLI::App& app, ProxyTunnelConfig& c) {
                  "Client address or CIDR allowed to use CONNECT (repeatable; default 127.0.0.0/8 and ::1)");
   app.add_flag("--tunnel-copy", [&c](std::int64_t) { c.splice = false; },
                "Tunnels copy through user space instead of using splice(2)");
-  app.add_option("--tunnel-pipe-size", c.pipe_size, "Kernel pipe size for splice tunnels (k, M suffixes; default 256k)");
+  app.add_option("--tunnel-pipe-size", c.pipe_size, "Kernel pipe size for splice tunnels (a size; default 256k)");
   app.add_option("--tunnel-pipes", c.max_pipes,
                  "Most pipes per worker, two per tunnel; beyond, tunnels copy (0: never splice; default 256)");
   app.add_option("--pipe-url", c.pipe_urls,
@@ -415,9 +400,10 @@ void install(Server& srv, const ProxyTunnelConfig& c) {
   }
   for (const auto& s : c.connect_from) m->from.push_back(parse_cidr(s));
   m->splice = c.splice;
-  m->pipe_size = parse_size(c.pipe_size);
-  if (m->pipe_size < 4096 || m->pipe_size > (1u << 30))
+  const std::uint64_t pipe_size = parse_size(c.pipe_size);
+  if (pipe_size < 4096 || pipe_size > (1u << 30))
     throw ConfigError("--tunnel-pipe-size must be between 4k and 1G");
+  m->pipe_size = std::size_t(pipe_size);
   m->max_pipes = c.max_pipes;
   for (const auto& u : c.pipe_urls) {
     if (u.empty() || (u[0] != '/' && u != "*")) throw ConfigError("--pipe-url '" + u + "': must start with /");
