@@ -5,6 +5,8 @@
 //   "STEP:N"   die the Nth time STEP is reached (N >= 1)
 //   "STEP:pX"  die at each hit of STEP with probability X (0 < X <= 1)
 //   STEP "*" matches every step; "" disarms.
+// test_hook_observe(fn) also calls fn(step) at every step, before the kill check, so
+// that a test can hold a writer at a step until something else has happened.
 #ifdef RINGLOG_TEST_HOOKS
 #include <signal.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@ struct KillSpec {
   std::atomic<bool> armed{false};
 };
 KillSpec g_spec;
+std::atomic<void (*)(const char*)> g_observer{nullptr};
 std::once_flag g_env_once;
 
 void arm(const char* spec) noexcept {
@@ -56,7 +59,10 @@ void test_hook_arm(const char* spec) noexcept {
   arm(spec);
 }
 
+void test_hook_observe(void (*fn)(const char*)) noexcept { g_observer.store(fn, std::memory_order_release); }
+
 void test_hook(const char* step) noexcept {
+  if (auto fn = g_observer.load(std::memory_order_acquire)) fn(step);
   std::call_once(g_env_once, [] { arm(std::getenv("RINGLOG_TEST_KILL")); });
   if (!g_spec.armed.load(std::memory_order_acquire)) return;
   if (!(g_spec.step[0] == '*' && g_spec.step[1] == 0) && std::strcmp(step, g_spec.step) != 0) return;

@@ -3,6 +3,7 @@
 // calls ringlog::detail::test_hook(step), which may SIGKILL the process at that step.
 // Steps, in write order: locked, reclaimed, tagged, head_moved, unlocked, mid_copy,
 // copied, exposed. (mid_copy: a message's framing is written, its payload not yet.)
+// queued: a contended writer's cell is in its wait queue with its running total (Q5).
 #pragma once
 
 #ifdef RINGLOG_TEST_HOOKS

@@ -481,6 +481,42 @@ inline commit() {
         res = DROPPED
      fi
   :: else ->
+     /* the holder carries the writers queued in its process meanwhile (Q12), as late as
+      * possible: after its reclaim, before W1 */
+     atomic { qx = qhead[PROC(w)]; qhead[PROC(w)] = 0 };   /* Q12 */
+     if
+     :: qx != 0 ->
+        atomic { ntot[qx - 1] != NOTREADY -> qn = ntot[qx - 1]; qc = ctot[qx - 1] };   /* Q8 */
+        hd2 = hd; nt = nt + qn;
+#ifndef MUTANT_CARRY_NO_RECLAIM
+        reclaim();
+#endif
+        if
+        :: fits ->
+           atomic {                                   /* the taken chain follows ours */
+             need = need + qn; cnt = cnt + qc;
+             c = w + 1;
+             do
+             :: cnext[c - 1] != 0 -> c = cnext[c - 1]
+             :: else -> break
+             od;
+             cnext[c - 1] = qx; c = 0
+           }
+        :: else ->
+           atomic {                                   /* no room for them: dropped alone */
+             hd = hd2; nt = nt - qn; fits = 1; held = 0;
+             msgs_dropped = msgs_dropped + qc;
+             c = qx;
+             do
+             :: c != 0 -> fate[cid[c - 1]] = F_DROPPED; fx = cnext[c - 1]; cstate[c - 1] = DROPPED; c = fx   /* Q2 */
+             :: else -> break
+             od;
+             c = 0; fx = 0
+           }
+        fi
+     :: else -> skip
+     fi;
+     atomic { qx = 0; qn = 0; qc = 0; hd2 = 0 };
      atomic {
 #ifndef MUTANT_DROP_RESTORE_LATE
        saved = RC(t - 1); WSTORE(t - 1, FF)           /* W1: exchange 0xFF (W6: always) */
@@ -553,6 +589,7 @@ inline commit() {
 
 proctype Writer(byte w) {
   byte k = 0, t, lt, o, need, cnt, hd, oldhd, nt, saved, held, c, sp, pos, res, prev, fp, xi, xj, fx, fe, fsp;
+  byte qx, qn, qc, hd2;
   bool fits, retry, ok, unk_on = 0;
   byte unk_tail, unk_rec;
   {
@@ -563,7 +600,7 @@ proctype Writer(byte w) {
          ntot[w] = NOTREADY; cnext[w] = 0; cstate[w] = WAITING
        };
        if
-       :: atomic { qhead[PROC(w)] == 0 && !locked ->  /* fast path: queue empty, L1 */
+       :: atomic { !locked ->                         /* fast path or a contended try: L1 */
             locked = 1; t = tail; hold_proc = PROC(w);
             ntot[w] = 2 + LENOF(cid[w]); ctot[w] = 1 } ->
           owner = w + 1;                              /* L2 */

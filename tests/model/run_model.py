@@ -34,6 +34,8 @@ REAL = {
                "2 writers and a pinned reader over a 5-byte ring (wraps 3 times)"),
     "passive": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
                 "2 writers and a passive reader over a 5-byte ring"),
+    "carry-pinned": ("NA=2 NB=0 MSGS=2 PINNED=1 PASSIVE=0 N=5",
+                     "2 writers of one process and a pinned reader: the lock holder carries its queue (Q12)"),
     "death-writers": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
                       "a writer process dies at any step; the other recovers its lock and "
                       "discards its torn batch"),
@@ -54,6 +56,9 @@ MUTANTS = {
                              "the pinned reader leaves its RC before taking the next: it loses"),
     "passive-no-recheck": ("MUTANT_PASSIVE_NO_RECHECK NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
                            "the passive reader returns a copy without re-reading head"),
+    "carry-no-reclaim": ("MUTANT_CARRY_NO_RECLAIM NA=2 NB=0 MSGS=2 PINNED=1 PASSIVE=0 N=5",
+                         "the lock holder carries its queue without reclaiming room for it: "
+                         "the batch overwrites messages not yet reclaimed"),
     "unknown-owner-no-backoff": ("MUTANT_NO_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
                                  "the second recoverer of an unrecorded owner's lock does not back off "
                                  "(no D9): it takes a live holder's lock"),
