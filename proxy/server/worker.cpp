@@ -10,6 +10,7 @@
 // with every head logged through header_log.cpp.
 #include "worker.hpp"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -38,6 +39,9 @@ constexpr std::uint64_t kSweepNs = 20'000'000;  // timeout resolution
 // Longest sleep of a loop with no timer due: bounds how late a timeout parameter
 // lowered at run time (param.set) is first applied to a timer set before the change.
 constexpr std::uint64_t kMaxSleepNs = 1'000'000'000;
+// Sessions freed before an idle turn trims the heap while others remain: about one trim
+// per wave of connections, not one per client of a trickle coming and going.
+constexpr std::size_t kTrimAfterSessions = 64;
 
 }  // namespace
 
@@ -225,9 +229,25 @@ void Worker::free_retired() {
       ready_.erase(std::remove(ready_.begin(), ready_.end(), c), ready_.end());
       delete c;
     }
+    freed_since_trim_ += retired_sessions_.size();
     retired_sessions_.clear();
   }
   backends_.free_retired();
+}
+
+// glibc keeps what a wave of sessions freed in this thread's arena, in free chunks all
+// over it; the next wave is placed elsewhere in them and touches pages the last one left
+// resident, so RSS crept up wave after wave with almost nothing in use. malloc_trim()
+// hands the free pages back, those in the middle of every arena included (HAProxy's
+// pool_gc() does the same). Called on a turn that found nothing to do: no request waits.
+void Worker::trim_heap() {
+  if (freed_since_trim_ == 0 || (freed_since_trim_ < kTrimAfterSessions && !sessions_.empty())) return;
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
+  main_->add(M::mem_trims);
+  main_->add(M::mem_trimmed_sess, freed_since_trim_);
+  freed_since_trim_ = 0;
 }
 
 // Acts on the timers that are due and returns when the next sweep must run: the
@@ -294,10 +314,12 @@ void Worker::run() {
       if (ev) n = ::epoll_wait(ep_, evs, 256, 0);
       epoll_more = n == 256;
       now_ns_ = ringlog::monotonic_ns();
+      if (wait_ms > 0 && !ev && reaped_.empty()) trim_heap();  // the wait ran out: idle
       completion_handler_.completed();
     } else {
       n = ::epoll_wait(ep_, evs, 256, wait_ms);
       now_ns_ = ringlog::monotonic_ns();
+      if (wait_ms > 0 && n == 0) trim_heap();  // the wait ran out: idle
     }
     for (int i = 0; i < n; ++i) static_cast<Handler*>(evs[i].data.ptr)->on_event(evs[i].events);
     if (!ready_.empty()) {

@@ -96,6 +96,7 @@ class Worker {
   std::uint64_t sweep();  // returns when to sweep next
   void begin_shutdown();
   void free_retired();
+  void trim_heap();  // an idle turn after many sessions closed: freed heap back to the system
 
   Server& srv_;
   unsigned index_;
@@ -105,6 +106,7 @@ class Worker {
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::vector<Session*> sessions_;  // live sessions (swept for timeouts)
   std::vector<Session*> retired_sessions_;  // closed, freed after the batch
+  std::size_t freed_since_trim_ = 0;         // sessions freed since the heap was last trimmed
   std::vector<Session*> ready_;  // sessions to drive again without waiting for an event
   std::unique_ptr<ringlog::stats::LocalCounters> main_;
   std::unique_ptr<delivery::Transport> transport_;
