@@ -6,12 +6,16 @@
 //   tail_writer live PATH N                 N small requests
 //   tail_writer fill PATH SIZE              create a ring of SIZE bytes and write requests
 //                                           until it has wrapped twice (a full ring)
+//   tail_writer varied PATH SIZE            the same with varied content: bytes that need
+//                                           escaping, binary and cut records, nesting,
+//                                           interleaved transactions split into batches
 // Timestamps are fixed so the output is the same on every run.
 #include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 
 #include "ringlog/log.hpp"
@@ -141,8 +145,91 @@ void fill(ringlog::Log& log) {
   std::printf("%" PRIu64 " requests, %" PRIu64 " bytes written\n", n, log.ring().stats().bytes_written);
 }
 
+// Deterministic pseudo-random content (a fixed LCG), for a ring whose output in every
+// grouping can be pinned by a checksum: payloads of every printing path (plain,
+// escaped, control bytes in safe tags, binary, truncated, empty, long), transactions
+// split over several batches and interleaved, nesting deeper than three levels, vxid
+// 0 records, and a wrapped ring (groups whose start was overwritten).
+void varied(ringlog::Log& log) {
+  using ringlog::Tag;
+  log.control().set_max_record(200);
+  std::uint64_t seed = 12345;
+  auto rnd = [&seed](std::uint64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (seed >> 33) % n;
+  };
+  static constexpr char kBytes[] = "abcXYZ019 :/-_.\"\\\t\n\r\x01\x1f\x7f\x80\xc3\xa9\xff";
+  auto text = [&](std::size_t len, bool special) {
+    std::string s;
+    for (std::size_t i = 0; i < len; ++i)
+      s += special && rnd(8) == 0 ? kBytes[rnd(sizeof kBytes - 1)] : char('a' + rnd(26));
+    return s;
+  };
+  auto payload_len = [&] {
+    switch (rnd(6)) {
+      case 0: return std::size_t(rnd(4));
+      case 1: return std::size_t(15 + rnd(3));
+      case 2: return std::size_t(rnd(250));
+      default: return std::size_t(rnd(40));
+    }
+  };
+  auto records = [&](ringlog::Txn& t, int n) {
+    for (int i = 0; i < n; ++i) {
+      switch (rnd(7)) {
+        case 0: t.record(Tag::ReqHeader, text(payload_len(), true)); break;       // unsafe
+        case 1: t.record(Tag::BerespHeader, text(payload_len(), true)); break;    // unsafe
+        case 2: t.record(Tag::Notice, text(payload_len(), true)); break;          // safe
+        case 3: {
+          std::string b = text(rnd(24), true);
+          t.record(Tag::Hash, std::as_bytes(std::span(b.data(), b.size())));
+          break;
+        }
+        case 4: t.record(ringlog::app_tag(unsigned(rnd(3))), text(payload_len(), true)); break;
+        case 5: t.timestamp("Resp", kT0 + rnd(1'000'000'000)); break;
+        default: {
+          std::string url(1, '/');
+          url += text(payload_len(), false);
+          t.record(Tag::ReqURL, url);
+          break;
+        }
+      }
+    }
+  };
+  const std::uint64_t target = 2 * log.ring().area_size();
+  while (log.ring().stats().bytes_written < target) {
+    ringlog::Txn a = log.begin(ringlog::TxnType::sess, "HTTP/1");
+    ringlog::Txn b = log.begin(ringlog::TxnType::sess, "HTTP/2");
+    records(a, 2);
+    for (int r = 0; r < 3; ++r) {
+      ringlog::Txn ra = a.child(ringlog::TxnType::req, "rxreq");
+      ringlog::Txn rb = b.child(ringlog::TxnType::req, "rxreq");
+      for (int k = 0; k < 6; ++k) {  // interleaved, several batches each
+        records(ra, 1 + int(rnd(8)));
+        records(rb, 1 + int(rnd(8)));
+      }
+      if (rnd(3) == 0) {  // nesting to five levels
+        ringlog::Txn e1 = ra.child(ringlog::TxnType::req, "esi");
+        ringlog::Txn e2 = e1.child(ringlog::TxnType::req, "esi");
+        ringlog::Txn e3 = e2.child(ringlog::TxnType::bereq, "fetch");
+        records(e3, 3);
+        e3.end();
+        records(e2, 2);
+        e2.end();
+        records(e1, 2);
+        e1.end();
+      }
+      if (rnd(4) == 0) log.record(Tag::Notice, text(payload_len(), true));
+      ra.end();
+      rb.end();
+    }
+    records(b, 2);
+    b.end();
+    a.end();
+  }
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: tail_writer create|known|incomplete|live|fill PATH [ARGS]\n");
+  std::fprintf(stderr, "usage: tail_writer create|known|incomplete|live|fill|varied PATH [ARGS]\n");
   return 2;
 }
 
@@ -171,6 +258,10 @@ int main(int argc, char** argv) {
     } else if (cmd == "fill" && argc == 4) {
       ringlog::Log log = ringlog::Log::create(path, {.area_size = std::strtoull(argv[3], nullptr, 0)});
       fill(log);
+    } else if (cmd == "varied" && argc == 4) {
+      ringlog::Log log = ringlog::Log::create(path, {.area_size = std::strtoull(argv[3], nullptr, 0)},
+                                              {.txn_buffer = 512});
+      varied(log);
     } else {
       return usage();
     }

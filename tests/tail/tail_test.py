@@ -3,12 +3,15 @@
 
 Usage: tail_test.py CASE RINGLOG TAIL_WRITER WORKDIR
   layouts  golden files for -g raw/vxid/request/session, -v, -j
+  generated  checksums of every grouping's output on generated full rings (escapes,
+           binary, cut records, nesting, interleaved batches, a wrapped ring)
   options  -i/-x/-I/-X, -c/-b, -q/-Q, -k, -R, -T, -L, -t, --pinned, bad flags, exit codes
   files    -w/-r round trips, -a, -A, stdin, damaged files, SIGHUP reopen
   live     tail from now, reattach after the ring is recreated, overruns
 Golden files live in tests/tail/golden/; UPDATE_GOLDEN=1 rewrites them.
 Every process started here is bounded by a timeout and stopped by pid.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -139,6 +142,26 @@ def case_layouts():
     rc, out3, _ = run(["-n", ring_path(n), "-d"])
     rc, out4, _ = run(["-n", os.path.dirname(ring_path(n)), "-d"])
     check(out3 == out and out4 == out, "-n PATH and -n DIR")
+
+
+# ---------------------------------------------------------------- generated
+
+def case_generated():
+    """The output of each grouping (and -v, -j, -i) over two full rings, pinned by checksum:
+    the varied ring reaches every printing path, the fill ring is the benchmark's."""
+    lines = []
+    for kind, size in (("varied", 256 << 10), ("fill", 256 << 10)):
+        path = os.path.join(WORK, f"{kind}.ring")
+        subprocess.run([WRITER, kind, path, str(size)], check=True, timeout=60, env=ENV,
+                       stdout=subprocess.DEVNULL)
+        for args in (["-g", "raw"], ["-g", "vxid"], ["-g", "request"], ["-g", "session"],
+                     ["-g", "request", "-v"], ["-g", "request", "-j"],
+                     ["-g", "vxid", "-i", "ReqHeader,Hash,VSL"]):
+            p = subprocess.run([RINGLOG, "-n", path, "-d"] + args, capture_output=True, timeout=60, env=ENV)
+            check(p.returncode == 0 and p.stderr == b"", f"{kind} {args}: rc {p.returncode} {p.stderr!r}")
+            n = p.stdout.count(b"\n")
+            lines.append(f"{kind} {' '.join(args)}: {n} lines sha256 {hashlib.sha256(p.stdout).hexdigest()}\n")
+    golden("generated.sha256.txt", "".join(lines))
 
 
 # ---------------------------------------------------------------- options
