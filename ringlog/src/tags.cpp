@@ -11,45 +11,94 @@ namespace ringlog {
 
 namespace {
 
-struct Table {
-  std::array<std::string, 256> names;
-  std::array<std::string, 256> descriptions;
-  std::array<std::uint8_t, 256> flags{};
+constexpr std::size_t cstr_len(const char* s) {
+  std::size_t n = 0;
+  while (s[n]) ++n;
+  return n;
+}
 
-  Table() {
-    for (unsigned t = 0; t < 256; ++t) {
-      if (is_app_tag(static_cast<Tag>(t))) {
-        names[t] = "App" + std::to_string(t - kAppTagFirst);
-        descriptions[t] = "Application-defined tag";
-      } else {
-        names[t] = "Tag" + std::to_string(t);
-        descriptions[t] = "Unknown tag";
-      }
-    }
-    for (const auto& i : builtin_tags()) {
-      names[i.id] = i.name;
-      descriptions[i.id] = i.description;
-      flags[i.id] = i.flags;
-    }
+// "Tag<N>", "App<N>" or the built-in name of each id, space-padded to 16 bytes, and
+// its length.
+struct Generated {
+  std::array<std::array<char, 16>, 256> padded{};
+  std::array<std::uint8_t, 256> len{};
+  std::array<std::uint8_t, 256> flags{};
+};
+
+constexpr Generated generate() {
+  Generated g;
+  for (unsigned t = 0; t < 256; ++t) {
+    auto& p = g.padded[t];
+    for (char& c : p) c = ' ';
+    bool app = is_app_tag(static_cast<Tag>(t));
+    unsigned n = app ? t - kAppTagFirst : t;
+    std::size_t len = 0;
+    for (char c : std::string_view(app ? "App" : "Tag")) p[len++] = c;
+    char digits[4];
+    std::size_t k = 0;
+    do {
+      digits[k++] = char('0' + n % 10);
+      n /= 10;
+    } while (n);
+    while (k) p[len++] = digits[--k];
+    g.len[t] = std::uint8_t(len);
+  }
+  for (const auto& i : tagdef::kBuiltin) {
+    std::size_t len = cstr_len(i.name);
+    auto& p = g.padded[i.id];
+    for (std::size_t k = 0; k < 16; ++k) p[k] = k < len ? i.name[k] : ' ';
+    g.len[i.id] = std::uint8_t(len);
+    g.flags[i.id] = i.flags;
+  }
+  return g;
+}
+constexpr Generated kGenerated = generate();
+static_assert([] {
+  for (const auto& i : tagdef::kBuiltin)
+    if (cstr_len(i.name) > kPaddedNameMax) return false;
+  return true;
+}(), "built-in tag names must fit kPaddedNameMax (the printers' fixed-width copy)");
+
+constexpr std::array<std::string_view, 256> make_names(const std::array<std::array<char, 16>, 256>& storage) {
+  std::array<std::string_view, 256> v{};
+  for (unsigned t = 0; t < 256; ++t) v[t] = std::string_view(storage[t].data(), kGenerated.len[t]);
+  return v;
+}
+
+// Descriptions are only for help texts: built on first use.
+struct Descriptions {
+  std::array<std::string, 256> text;
+  Descriptions() {
+    for (unsigned t = 0; t < 256; ++t)
+      text[t] = is_app_tag(static_cast<Tag>(t)) ? "Application-defined tag" : "Unknown tag";
+    for (const auto& i : builtin_tags()) text[i.id] = i.description;
   }
 };
 
-Table& table() {
-  static Table t;
-  return t;
+Descriptions& descriptions() {
+  static Descriptions d;
+  return d;
 }
 
+// Names of app tags too long for the padded table.
+std::array<std::string, 256>& long_names() {
+  static std::array<std::string, 256> n;
+  return n;
+}
 
 }  // namespace
 
-std::string_view tag_name(Tag t) noexcept { return table().names[std::uint8_t(t)]; }
-std::uint8_t tag_flags(Tag t) noexcept { return table().flags[std::uint8_t(t)]; }
-std::string_view tag_description(Tag t) noexcept { return table().descriptions[std::uint8_t(t)]; }
+namespace tagdef {
+constinit std::array<std::array<char, 16>, 256> g_padded = kGenerated.padded;
+constinit std::array<std::string_view, 256> g_names = make_names(g_padded);
+constinit std::array<std::uint8_t, 256> g_flags = kGenerated.flags;
+}  // namespace tagdef
+
+std::string_view tag_description(Tag t) noexcept { return descriptions().text[std::uint8_t(t)]; }
 
 std::optional<Tag> tag_by_name(std::string_view name) noexcept {
-  const Table& tb = table();
   for (unsigned t = 1; t < 255; ++t)
-    if (iequals(tb.names[t], name)) return static_cast<Tag>(t);
+    if (iequals(tagdef::g_names[t], name)) return static_cast<Tag>(t);
   // Generic spellings keep working after an app tag is renamed.
   auto numbered = [&](std::string_view prefix, unsigned base) -> std::optional<Tag> {
     if (name.size() <= prefix.size() || !istarts_with(name, prefix)) return std::nullopt;
@@ -66,10 +115,17 @@ std::optional<Tag> tag_by_name(std::string_view name) noexcept {
 
 bool define_app_tag(Tag t, std::string_view name, std::uint8_t flags, std::string_view description) {
   if (!is_app_tag(t) || name.empty()) return false;
-  Table& tb = table();
-  tb.names[std::uint8_t(t)] = std::string(name);
-  tb.flags[std::uint8_t(t)] = flags & (kTagUnsafe | kTagBinary);
-  if (!description.empty()) tb.descriptions[std::uint8_t(t)] = std::string(description);
+  const std::uint8_t id = std::uint8_t(t);
+  auto& padded = tagdef::g_padded[id];
+  if (name.size() <= kPaddedNameMax) {
+    for (std::size_t k = 0; k < padded.size(); ++k) padded[k] = k < name.size() ? name[k] : ' ';
+    tagdef::g_names[id] = std::string_view(padded.data(), name.size());
+  } else {
+    long_names()[id] = std::string(name);
+    tagdef::g_names[id] = long_names()[id];
+  }
+  tagdef::g_flags[id] = flags & (kTagUnsafe | kTagBinary);
+  if (!description.empty()) descriptions().text[id] = std::string(description);
   return true;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -85,10 +86,23 @@ constexpr std::array<std::uint64_t, 4> make_default_mask() noexcept {
 }
 inline constexpr std::array<std::uint64_t, 4> kDefaultTagMask = make_default_mask();
 
+// Reader-side tables of every tag id (tags.cpp; constant-initialised, so usable before
+// main; define_app_tag() changes app tags). Inline lookups: a reader looks a tag up for
+// every record it prints. kPaddedName holds names of up to kPaddedNameMax characters
+// followed by spaces to 16 bytes, for printers that copy a fixed 16 bytes.
+inline constexpr std::size_t kPaddedNameMax = 14;
+namespace tagdef {
+extern std::array<std::string_view, 256> g_names;
+extern std::array<std::uint8_t, 256> g_flags;
+extern std::array<std::array<char, 16>, 256> g_padded;
+}  // namespace tagdef
+
 // Reader side: names and flags of every tag id, app tags included ("App0".. unless
 // defined). Unknown ids are named "Tag<N>".
-std::string_view tag_name(Tag t) noexcept;
-std::uint8_t tag_flags(Tag t) noexcept;
+inline std::string_view tag_name(Tag t) noexcept { return tagdef::g_names[std::uint8_t(t)]; }
+inline std::uint8_t tag_flags(Tag t) noexcept { return tagdef::g_flags[std::uint8_t(t)]; }
+// The name followed by spaces to 16 bytes; only when tag_name(t).size() <= kPaddedNameMax.
+inline const char* tag_name_padded(Tag t) noexcept { return tagdef::g_padded[std::uint8_t(t)].data(); }
 std::string_view tag_description(Tag t) noexcept;
 // Case-insensitive, like Varnish's -i/-x arguments. Accepts "App<N>" and "Tag<N>".
 std::optional<Tag> tag_by_name(std::string_view name) noexcept;
