@@ -58,7 +58,7 @@ BatchDecoder::BatchDecoder(std::span<const std::byte> msg) noexcept
   pos_ = 2 + used;
 }
 
-bool BatchDecoder::next(Record& out) noexcept {
+bool BatchDecoder::next_slow(Record& out) noexcept {
   if (status_ != DecodeStatus::ok || pos_ >= n_) return false;
   std::size_t left = n_ - pos_;
   if (left < 2) {

@@ -83,11 +83,30 @@ class BatchDecoder {
   const BatchHeader& header() const noexcept { return hdr_; }
   // The next record, or false at the end of the batch or on malformed bytes
   // (status() tells which; records already returned stay valid).
-  bool next(Record& out) noexcept;
+  bool next(Record& out) noexcept {
+    // The common record inline (a one-byte length word); anything else, and every
+    // check that fails, goes through next_slow().
+    if (status_ == DecodeStatus::ok && n_ - pos_ >= 2 && pos_ < n_) [[likely]] {
+      const std::uint8_t tag = p_[pos_], w = p_[pos_ + 1];
+      const std::size_t len = w >> 1;
+      if (w < 240 && tag != 0 && len <= n_ - pos_ - 2) [[likely]] {
+        out.tag = static_cast<Tag>(tag);
+        out.kind = hdr_.kind;
+        out.truncated = (w & 1) != 0;
+        out.synthetic = false;
+        out.vxid = hdr_.vxid;
+        out.payload = std::string_view(reinterpret_cast<const char*>(p_ + pos_ + 2), len);
+        pos_ += 2 + len;
+        return true;
+      }
+    }
+    return next_slow(out);
+  }
   DecodeStatus status() const noexcept { return status_; }
   std::size_t offset() const noexcept { return pos_; }
 
  private:
+  bool next_slow(Record& out) noexcept;
   const std::uint8_t* p_;
   std::size_t n_;
   std::size_t pos_ = 0;
