@@ -10,6 +10,7 @@
 //   3 ring unusable (permission denied, not a ringlog ring).
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -47,13 +48,32 @@ class TextOut {
     f_ = std::fopen(path_.c_str(), append ? "a" : "w");
     if (!f_) throw rt::RuntimeError("cannot open " + path_ + ": " + std::strerror(errno));
   }
-  std::string& buf() { return buf_; }
+  ringlog::OutBuffer& buf() { return buf_; }
+  // JSON lines are built in a string, then copied to the buffer.
+  void append_json(const ringlog::Group& g, const ringlog::JsonFilter& jf) {
+    json_.clear();
+    ringlog::append_json(json_, g, jf);
+    buf_ += json_;
+  }
   void maybe_flush() {
     if (buf_.size() >= kOutFlushAt) write_out();
   }
+  // One write(2) per chunk (stdio's buffer would only copy it once more).
   void write_out() {
     if (buf_.empty()) return;
-    if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) failed_ = true;
+    if (std::fflush(f_) != 0) failed_ = true;
+    const char* p = buf_.data();
+    std::size_t left = buf_.size();
+    while (left > 0 && !failed_) {
+      ssize_t n = ::write(fileno(f_), p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        failed_ = true;
+        break;
+      }
+      p += n;
+      left -= std::size_t(n);
+    }
     buf_.clear();
   }
   void flush() {
@@ -70,12 +90,13 @@ class TextOut {
   std::FILE* f_ = stdout;
   std::string path_;
   bool append_ = false;
-  std::string buf_;
+  ringlog::OutBuffer buf_;
+  std::string json_;
   bool failed_ = false;
 };
 
 // printer.cpp's level markers: "-   ", "--  ", "--- ", then "-4- ".
-void level_marker(std::string& out, unsigned level, char c) {
+void level_marker(ringlog::OutBuffer& out, unsigned level, char c) {
   if (level > 3) {
     out += c;
     out += std::to_string(level);
@@ -89,7 +110,7 @@ void level_marker(std::string& out, unsigned level, char c) {
 
 // A group in varnishlog's layout with the record filters applied; -v prints each
 // record like -g raw does (vxid, tag, side) after its level marker.
-void print_filtered(std::string& out, const ringlog::Group& g, const rt::RecordFilter& f, bool verbose) {
+void print_filtered(ringlog::OutBuffer& out, const ringlog::Group& g, const rt::RecordFilter& f, bool verbose) {
   if (f.empty() && !verbose) {
     ringlog::print_group(out, g);
     return;
@@ -207,7 +228,7 @@ int main(int argc, char** argv) {
         [&](const ringlog::Transaction&) {
           if (kept.records.empty()) return;
           if (bin) bin->write_group(kept_group);
-          else ringlog::append_json(text.buf(), kept_group, no_filter);
+          else text.append_json(kept_group, no_filter);
         });
     text.maybe_flush();
   };
@@ -221,7 +242,7 @@ int main(int argc, char** argv) {
       bin->write_group(g);
       return;
     }
-    if (json) ringlog::append_json(text.buf(), g, jf);
+    if (json) text.append_json(g, jf);
     else print_filtered(text.buf(), g, filter, verbose);
     text.maybe_flush();
   });
@@ -231,7 +252,7 @@ int main(int argc, char** argv) {
         bin->write(msg);
         return;
       }
-      std::string& out = text.buf();
+      ringlog::OutBuffer& out = text.buf();
       ringlog::BatchDecoder d(msg);
       ringlog::Record r;
       const bool all = filter.empty();

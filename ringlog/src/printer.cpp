@@ -1,61 +1,263 @@
-// The shared text printer (varnishlog's layout). Pure string building, no I/O: tools
-// decide where the text goes.
+// The shared text printer (varnishlog's layout). Pure text building, no I/O: tools
+// decide where the text goes. Each record line is written through one pointer into
+// room reserved for its longest form; the payload is copied and checked for bytes that
+// need escaping in the same pass, 16 bytes at a time.
 #include "ringlog/printer.hpp"
 
+#include <algorithm>
 #include <array>
-#include <cinttypes>
+#include <bit>
 #include <cstdint>
 #include <cstring>
-#include <cstdio>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace ringlog {
 
+void OutBuffer::grow(std::size_t n) {
+  std::size_t want = std::max<std::size_t>({size_ + n, buf_.size() * 2, 4096});
+  buf_.resize(want);  // zero-filled once: the bytes past size_ stay initialised
+}
+
 namespace {
 
-void pad_right(std::string& out, std::string_view s, std::size_t width) {
-  out += s;
-  if (s.size() < width) out.append(width - s.size(), ' ');
+// Room a record line needs at most, beyond its payload's worst case (4 bytes per byte,
+// "\ooo"): vxid or marker, the tag name, side, quotes or "[len] ", " [truncated]",
+// newline, and 16 bytes for the wide loads and stores.
+constexpr std::size_t kLineRoom = 128;
+std::size_t line_room(std::string_view name, std::size_t payload) noexcept {
+  return kLineRoom + name.size() + 4 * payload;
 }
 
-constexpr std::array<bool, 256> make_escape_table() {
-  std::array<bool, 256> t{};
-  for (unsigned c = 0; c < 256; ++c) t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
-  return t;
-}
-constexpr std::array<bool, 256> kNeedsEscape = make_escape_table();
-bool needs_escape(unsigned char c) { return kNeedsEscape[c]; }
+constexpr bool needs_escape(unsigned char c) noexcept { return c < 0x20 || c >= 0x7f || c == '"' || c == '\\'; }
+constexpr bool is_control(unsigned char c) noexcept { return c < 0x20 || c == 0x7f; }
 
-// The index of the first byte a payload cannot be printed with as is (unsafe tags:
-// anything needs_escape(); safe tags: control bytes), or p.size(). Eight bytes at a
-// time (SWAR): the per-byte scan was the printer's hottest loop.
-std::size_t first_special(std::string_view p, bool unsafe) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
-  auto has_zero = [](std::uint64_t v) { return (v - kOnes) & ~v & kHighs; };
-  auto has_byte = [&](std::uint64_t v, unsigned char b) { return has_zero(v ^ (kOnes * b)); };
+// Copies n < 16 bytes with a few fixed-size moves (never reads past s + n).
+inline void copy_small(char* d, const char* s, std::size_t n) noexcept {
+  if (n >= 8) {
+    std::uint64_t a, b;
+    std::memcpy(&a, s, 8);
+    std::memcpy(&b, s + n - 8, 8);
+    std::memcpy(d, &a, 8);
+    std::memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, s, 4);
+    std::memcpy(&b, s + n - 4, 4);
+    std::memcpy(d, &a, 4);
+    std::memcpy(d + n - 4, &b, 4);
+  } else if (n > 0) {
+    d[0] = s[0];
+    d[n >> 1] = s[n >> 1];
+    d[n - 1] = s[n - 1];
+  }
+}
+
+#if defined(__SSE2__)
+// Bit i set: byte i cannot be printed as is (Unsafe: needs_escape; else a control byte).
+template <bool Unsafe>
+inline unsigned special_mask(__m128i v) noexcept {
+  __m128i m = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);  // < 0x20
+  m = _mm_or_si128(m, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+  if constexpr (Unsafe) {
+    m = _mm_or_si128(m, _mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
+    m = _mm_or_si128(m, _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+    m = _mm_or_si128(m, v);  // >= 0x80: the sign bit, which is all movemask reads
+  }
+  return unsigned(_mm_movemask_epi8(m));
+}
+#endif
+
+// Copies s[0, n) to d and returns the index of the first byte that cannot be printed as
+// is, or n. When it returns less than n, d holds only part of the copy. d must have
+// room for n + 16 bytes (they may be read, never beyond them).
+template <bool Unsafe>
+[[gnu::always_inline]] inline std::size_t copy_scan(char* d, const char* s, std::size_t n) noexcept {
+#if defined(__SSE2__)
+  if (n < 16) {
+    copy_small(d, s, n);
+    unsigned m = special_mask<Unsafe>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))) & ((1u << n) - 1);
+    return m ? std::size_t(std::countr_zero(m)) : n;
+  }
   std::size_t i = 0;
-  for (; i + 8 <= p.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p.data() + i, 8);
-    std::uint64_t hit = ((w - kOnes * 0x20) & ~w & kHighs) | has_byte(w, 0x7f);  // < 0x20, DEL
-    if (unsafe) hit |= (w & kHighs) | has_byte(w, '"') | has_byte(w, '\\');
-    if (hit) break;
+  for (; i + 16 <= n; i += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), v);
+    if (unsigned m = special_mask<Unsafe>(v)) return i + std::size_t(std::countr_zero(m));
   }
-  for (; i < p.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(p[i]);
-    if (unsafe ? needs_escape(c) : (c < 0x20 || c == 0x7f)) return i;
+  if (i < n) {  // the last 16 bytes, overlapping bytes already found clean
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + n - 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + n - 16), v);
+    if (unsigned m = special_mask<Unsafe>(v)) return n - 16 + std::size_t(std::countr_zero(m));
   }
-  return p.size();
+  return n;
+#else
+  if (n) std::memcpy(d, s, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (Unsafe ? needs_escape(c) : is_control(c)) return i;
+  }
+  return n;
+#endif
 }
 
-void level_marker(std::string& out, unsigned level, char c) {
-  if (level > 3) {
-    char b[16];
-    std::snprintf(b, sizeof b, "%c%u%c ", c, level, c);
-    out += b;
-    return;
+// Decimal digits of v at d; returns the end.
+inline char* put_u64(char* d, std::uint64_t v) noexcept {
+  char tmp[20];
+  int k = 0;
+  do {
+    tmp[k++] = char('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (k) *d++ = tmp[--k];
+  return d;
+}
+
+[[gnu::noinline]] char* put_escaped(char* d, const unsigned char* s, std::size_t n) noexcept {
+  *d++ = '"';
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned char c = s[i];
+    if (!needs_escape(c)) {
+      *d++ = char(c);
+      continue;
+    }
+    *d++ = '\\';
+    switch (c) {
+      case '"': *d++ = '"'; break;
+      case '\\': *d++ = '\\'; break;
+      case '\n': *d++ = 'n'; break;
+      case '\r': *d++ = 'r'; break;
+      case '\t': *d++ = 't'; break;
+      default:
+        *d++ = char('0' + (c >> 6));
+        *d++ = char('0' + ((c >> 3) & 7));
+        *d++ = char('0' + (c & 7));
+    }
   }
-  out.append(level, c);
-  out.append(4 - level, ' ');
+  *d++ = '"';
+  return d;
+}
+
+[[gnu::noinline]] char* put_binary(char* d, std::string_view p) noexcept {
+  static constexpr char kHex[] = "0123456789abcdef";
+  *d++ = '[';
+  d = put_u64(d, p.size());
+  *d++ = ']';
+  *d++ = ' ';
+  for (unsigned char c : p) {
+    *d++ = kHex[c >> 4];
+    *d++ = kHex[c & 15];
+  }
+  return d;
+}
+
+// Safe tags come from our own code; still never let a control byte reach a terminal.
+[[gnu::noinline]] char* put_controls_masked(char* d, std::string_view p, std::size_t special) noexcept {
+  std::memcpy(d, p.data(), p.size());
+  for (std::size_t i = special; i < p.size(); ++i)
+    if (is_control(static_cast<unsigned char>(d[i]))) d[i] = '?';
+  return d + p.size();
+}
+
+// The payload by its tag's flags (binary as "[len] hex"; unsafe escaped and quoted when
+// anything needs it; safe with control bytes shown as '?'); returns the end.
+[[gnu::always_inline]] inline char* put_payload(char* d, Tag tag, std::string_view p) noexcept {
+  const std::uint8_t flags = tag_flags(tag);
+  if (flags & kTagBinary) [[unlikely]]
+    return put_binary(d, p);
+  if (flags & kTagUnsafe) {
+    if (copy_scan<true>(d, p.data(), p.size()) == p.size()) [[likely]]
+      return d + p.size();
+    return put_escaped(d, reinterpret_cast<const unsigned char*>(p.data()), p.size());
+  }
+  std::size_t special = copy_scan<false>(d, p.data(), p.size());
+  if (special != p.size()) [[unlikely]]
+    return put_controls_masked(d, p, special);
+  return d + p.size();
+}
+
+inline char* put_tail(char* d, const Record& r) noexcept {
+  d = put_payload(d, r.tag, r.payload);
+  if (r.truncated) [[unlikely]] {
+    std::memcpy(d, " [truncated]", 12);
+    d += 12;
+  }
+  *d++ = '\n';
+  return d;
+}
+
+// The tag name padded to 14 columns and a space.
+inline char* put_name(char* d, Tag tag, std::string_view name) noexcept {
+  if (name.size() <= kPaddedNameMax) [[likely]] {
+    std::memcpy(d, tag_name_padded(tag), 16);  // name, then spaces past column 15
+    return d + kPaddedNameMax + 1;
+  }
+  std::memcpy(d, name.data(), name.size());
+  d += name.size();
+  *d++ = ' ';
+  return d;
+}
+
+// "-   ", "--  ", "--- ", then "-4- " (c is '-' or '*').
+inline char* put_marker(char* d, unsigned level, char c) noexcept {
+  if (level <= 3) [[likely]] {
+    std::memset(d, ' ', 4);
+    std::memset(d, c, level);
+    return d + 4;
+  }
+  *d++ = c;
+  d = put_u64(d, level);
+  *d++ = c;
+  *d++ = ' ';
+  return d;
+}
+
+inline void raw_line(OutBuffer& out, const Record& r) {
+  std::string_view name = tag_name(r.tag);
+  char* d = out.reserve(line_room(name, r.payload.size()));
+  // "%10" PRIu64 " ": the digits right-aligned in 10 columns, formatted once a batch.
+  OutBuffer::VxidMemo& m = out.vxid_memo();
+  if (m.len == 0 || m.vxid != r.vxid) [[unlikely]] {
+    char* e = m.text;
+    char tmp[20];
+    int k = 0;
+    std::uint64_t v = r.vxid;
+    do {
+      tmp[k++] = char('0' + v % 10);
+      v /= 10;
+    } while (v);
+    for (int pad = 10 - k; pad > 0; --pad) *e++ = ' ';
+    while (k) *e++ = tmp[--k];
+    *e++ = ' ';
+    m.vxid = r.vxid;
+    m.len = std::uint32_t(e - m.text);
+  }
+  if (m.len <= 16) [[likely]]
+    std::memcpy(d, m.text, 16);
+  else
+    std::memcpy(d, m.text, sizeof m.text);
+  d += m.len;
+  d = put_name(d, r.tag, name);
+  *d++ = kind_char(r.kind);
+  *d++ = ' ';
+  out.commit(put_tail(d, r));
+}
+
+inline void terse_line(OutBuffer& out, unsigned level, const Record& r) {
+  std::string_view name = tag_name(r.tag);
+  char* d = out.reserve(line_room(name, r.payload.size()));
+  d = put_marker(d, level, '-');
+  d = put_name(d, r.tag, name);
+  out.commit(put_tail(d, r));
+}
+
+// Printing into a string goes through a scratch buffer of the thread.
+OutBuffer& scratch() {
+  thread_local OutBuffer b;
+  b.clear();
+  return b;
 }
 
 }  // namespace
@@ -70,114 +272,62 @@ std::string_view txn_label(const Transaction& t) noexcept {
   return t.vxid == 0 ? "<< Record   >>" : "<< Unknown  >>";
 }
 
-void append_payload(std::string& out, Tag tag, std::string_view p) {
-  std::uint8_t flags = tag_flags(tag);
-  if (flags & kTagBinary) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    out += '[';
-    out += std::to_string(p.size());
-    out += "] ";
-    for (unsigned char c : p) {
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-    return;
-  }
-  const bool unsafe = (flags & kTagUnsafe) != 0;
-  const std::size_t special = first_special(p, unsafe);
-  if (special == p.size()) {
-    out += p;
-    return;
-  }
-  if (!unsafe) {
-    // Safe tags come from our own code; still never let a control byte reach a terminal.
-    std::size_t at = out.size();
-    out += p;
-    for (std::size_t i = at + special; i < out.size(); ++i) {
-      unsigned char c = static_cast<unsigned char>(out[i]);
-      if (c < 0x20 || c == 0x7f) out[i] = '?';
-    }
-    return;
-  }
-  out += '"';
-  for (unsigned char c : p) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\%03o", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+void append_payload(OutBuffer& out, Tag tag, std::string_view p) {
+  char* d = out.reserve(line_room({}, p.size()));
+  out.commit(put_payload(d, tag, p));
 }
 
-static void append_record_text(std::string& out, const Record& r) {
-  append_payload(out, r.tag, r.payload);
-  if (r.truncated) out += " [truncated]";
-  out += '\n';
-}
+void print_raw(OutBuffer& out, const Record& r) { raw_line(out, r); }
 
-void print_raw(std::string& out, const Record& r) {
-  // "%10" PRIu64 " " without snprintf (a third of -g raw's time went to it).
-  char b[32];
-  char* e = b + sizeof b;
-  char* q = e;
-  *--q = ' ';
-  std::uint64_t v = r.vxid;
-  do {
-    *--q = char('0' + v % 10);
-    v /= 10;
-  } while (v);
-  while (e - q < 11) *--q = ' ';
-  out.append(q, std::size_t(e - q));
-  pad_right(out, tag_name(r.tag), 14);
-  out += ' ';
-  out += kind_char(r.kind);
-  out += ' ';
-  append_record_text(out, r);
-}
+void print_terse(OutBuffer& out, unsigned level, const Record& r) { terse_line(out, level, r); }
 
-void print_terse(std::string& out, unsigned level, const Record& r) {
-  std::string_view name = tag_name(r.tag);
-  if (level <= 3 && name.size() <= 14) [[likely]] {
-    // Marker, tag padded to 14 and the space in one append (the common case).
-    char b[19];
-    std::memset(b, ' ', sizeof b);
-    std::memset(b, '-', level);
-    std::memcpy(b + 4, name.data(), name.size());
-    out.append(b, sizeof b);
-  } else {
-    level_marker(out, level, '-');
-    pad_right(out, name, 14);
-    out += ' ';
-  }
-  append_record_text(out, r);
-}
-
-void print_group(std::string& out, const Group& g) {
+void print_group(OutBuffer& out, const Group& g) {
   if (g.mode == Grouping::raw) {
     for (const Transaction* t : g.txns)
-      for (std::size_t i = 0; i < t->records.size(); ++i) print_raw(out, t->record(i));
+      for (std::size_t i = 0; i < t->records.size(); ++i) raw_line(out, t->record(i));
     return;
   }
   for (const Transaction* t : g.txns) {
-    level_marker(out, t->level, '*');
-    out += txn_label(*t);
-    out += ' ';
-    pad_right(out, std::to_string(t->vxid), 10);
-    out += '\n';
-    for (std::size_t i = 0; i < t->records.size(); ++i) print_terse(out, t->level, t->record(i));
+    // "*   << Request  >> " and the vxid left-aligned in 10 columns.
+    char* d = out.reserve(kLineRoom);
+    d = put_marker(d, t->level, '*');
+    std::memcpy(d, txn_label(*t).data(), 14);
+    d[14] = ' ';
+    char* v = d + 15;
+    d = put_u64(v, t->vxid);
+    if (d - v < 10) {
+      std::memset(d, ' ', std::size_t(10 - (d - v)));
+      d = v + 10;
+    }
+    *d++ = '\n';
+    out.commit(d);
+    for (std::size_t i = 0; i < t->records.size(); ++i) terse_line(out, t->level, t->record(i));
   }
-  out += '\n';
+  out.push_back('\n');
+}
+
+void append_payload(std::string& out, Tag tag, std::string_view payload) {
+  OutBuffer& b = scratch();
+  append_payload(b, tag, payload);
+  out += b.view();
+}
+
+void print_raw(std::string& out, const Record& r) {
+  OutBuffer& b = scratch();
+  print_raw(b, r);
+  out += b.view();
+}
+
+void print_terse(std::string& out, unsigned level, const Record& r) {
+  OutBuffer& b = scratch();
+  print_terse(b, level, r);
+  out += b.view();
+}
+
+void print_group(std::string& out, const Group& g) {
+  OutBuffer& b = scratch();
+  print_group(b, g);
+  out += b.view();
 }
 
 }  // namespace ringlog
