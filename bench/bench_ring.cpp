@@ -916,8 +916,8 @@ void print_layouts(const std::vector<LayoutRuns>& all, const char* title) {
     }
     std::printf("\n");
   }
-  std::printf("%-8s %-22s %-22s %-10s %-10s %-9s %s\n", "writers", "ringlog/mutex", "ringlog/LTTng", "msgs/batch",
-              "waits/msg", "dropped", "cores used (per peer)");
+  std::printf("%-8s %-22s %-22s %-10s %-10s %-12s %-9s %s\n", "writers", "ringlog/mutex", "ringlog/LTTng", "msgs/batch",
+              "waits/msg", "carried/wait", "dropped", "cores used (per peer)");
   for (auto& lr : all) {
     auto& rl = lr.peers.at(Peer::ringlog);
     auto cell = [&](Peer other, double target) -> std::string {
@@ -947,9 +947,12 @@ void print_layouts(const std::vector<LayoutRuns>& all, const char* title) {
       std::snprintf(b, sizeof b, "%s%.2f", cores.empty() ? "" : " / ", c.empty() ? 0.0 : median(c));
       cores += c.empty() ? (cores.empty() ? "-" : " / -") : b;
     }
-    std::printf("%-8s %-22s %-22s %-10.3f %-10.4f %-9.0f %s\n", lr.layout.name().c_str(),
+    // A write that waited is either carried in another writer's batch or commits its own.
+    char carried[16] = "-";
+    if (waits > 0) std::snprintf(carried, sizeof carried, "%.2f", std::max(0.0, msgs - batches) / waits);
+    std::printf("%-8s %-22s %-22s %-10.3f %-10.4f %-12s %-9.0f %s\n", lr.layout.name().c_str(),
                 cell(Peer::mutex, one ? 0.8 : 1.0).c_str(), cell(Peer::lttng, one ? 5.0 : 1.0).c_str(),
-                batches > 0 ? msgs / batches : 0.0, msgs > 0 ? waits / msgs : 0.0, dropped, cores.c_str());
+                batches > 0 ? msgs / batches : 0.0, msgs > 0 ? waits / msgs : 0.0, carried, dropped, cores.c_str());
   }
   for (Peer p : peers) {
     for (auto& lr : all) {
