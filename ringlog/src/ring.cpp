@@ -96,6 +96,10 @@ unsigned thread_index() noexcept {
 std::atomic<std::uint64_t> g_next_impl_id{1};
 
 // Writer slots of this thread, one per open ring; released when the thread exits.
+// An entry lives no longer than its ring: a ring closing drops this thread's entry for
+// it, and the next lookup drops those of rings closed by other threads. A weak pointer
+// left behind would keep the closed ring's memory (Impl and control block are one
+// allocation), and the entries would grow with every ring the thread ever wrote to.
 struct SlotCache {
   struct Entry {
     const Ring::Impl* impl;
@@ -111,10 +115,6 @@ struct SlotCache {
   }
 };
 thread_local SlotCache t_slots;
-
-// Registry of live Impls so that a thread's slot cache can find its owner.
-std::mutex g_impls_mu;
-std::vector<std::weak_ptr<Ring::Impl>> g_impls;
 
 inline void pause_n(unsigned n) noexcept {
   for (unsigned i = 0; i < n; ++i) detail::cpu_relax();
@@ -298,6 +298,7 @@ void set_thread_index(unsigned index) noexcept {
 }
 
 int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
+  std::erase_if(t_slots.entries, [](const SlotCache::Entry& e) { return e.owner.expired(); });
   for (auto& e : t_slots.entries)
     if (e.impl == this && e.id == id) {
       if (e.pid == pid) return e.slot;
@@ -326,12 +327,7 @@ int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
       }
     }
   }
-  std::weak_ptr<Impl> owner;
-  {
-    std::lock_guard lk(g_impls_mu);
-    for (auto& w : g_impls)
-      if (auto p = w.lock(); p && p.get() == this) owner = p;
-  }
+  std::weak_ptr<Impl> owner = weak_from_this();
   for (auto& e : t_slots.entries)
     if (e.impl == this && e.id == id) {
       e = {this, id, pid, found, owner};
@@ -350,9 +346,10 @@ void Ring::Impl::free_writer_slot(int slot) noexcept {
 }
 
 Ring::Impl::~Impl() {
-  // Slots of threads that outlive this ring are ours to free now.
-  for (auto& e : t_slots.entries)
-    if (e.impl == this) e.impl = nullptr;
+  // Slots of threads that outlive this ring are ours to free now. This thread's entry
+  // goes now; other threads drop theirs at their next lookup (their weak pointers
+  // have expired).
+  std::erase_if(t_slots.entries, [this](const SlotCache::Entry& e) { return e.impl == this; });
   std::uint32_t pid = self_pid();
   if (m.hdr && m.region.get_mode() == boost::interprocess::read_write) {
     for (unsigned i = 0; i < kWriterSlots; ++i) {
@@ -1038,9 +1035,6 @@ std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
   impl->writer_wait_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(opts.writer_wait).count());
   impl->queues = std::make_unique<Ring::Impl::Queue[]>(opts.queues);
   impl->id = g_next_impl_id.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard lk(g_impls_mu);
-  std::erase_if(g_impls, [](auto& w) { return w.expired(); });
-  g_impls.push_back(impl);
   return impl;
 }
 

@@ -133,7 +133,7 @@ struct Backoff {
 
 namespace ringlog {
 
-struct Ring::Impl {
+struct Ring::Impl : std::enable_shared_from_this<Ring::Impl> {
   detail::Mapping m;
   unsigned nqueues = 6;
   struct alignas(64) Queue {
