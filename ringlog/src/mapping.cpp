@@ -210,15 +210,33 @@ void Mapping::map(const std::string& p, bool writable) {
   ino = st.st_ino;
   auto fsize = static_cast<std::uint64_t>(st.st_size);
   if (region.get_size() != fsize) throw Error(Errc::io, "ring " + p + ": short mapping");
-  hdr = static_cast<Header*>(region.get_address());
-  std::string why = validate_header(hdr, fsize);
-  if (!why.empty()) throw Error(Errc::bad_format, "ring " + p + ": " + why);
-  area = static_cast<std::uint8_t*>(region.get_address()) + hdr->header_len;
+  can_write = writable;
+  use(region.get_address(), fsize);
+}
+
+void Mapping::over(std::span<std::byte> image, bool writable) {
+  path = "(memory)";
+  if (reinterpret_cast<std::uintptr_t>(image.data()) % alignof(Header) != 0)
+    throw Error(Errc::invalid_arg, "ring (memory): the image must be aligned to " +
+                                       std::to_string(alignof(Header)) + " bytes");
+  if (image.size() < sizeof(Header))
+    throw Error(Errc::bad_format, "ring (memory): " + validate_header(nullptr, image.size()));
+  can_write = writable;
+  in_memory = true;
+  use(image.data(), image.size());
+}
+
+void Mapping::use(void* base, std::uint64_t bytes) {
+  hdr = static_cast<Header*>(base);
+  std::string why = validate_header(hdr, bytes);
+  if (!why.empty()) throw Error(Errc::bad_format, "ring " + path + ": " + why);
+  area = static_cast<std::uint8_t*>(base) + hdr->header_len;
   size = hdr->area_size;
   mask = (size & (size - 1)) == 0 ? size - 1 : 0;
 }
 
 bool Mapping::stale() const {
+  if (in_memory) return false;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return true;
   return st.st_dev != dev || st.st_ino != ino;

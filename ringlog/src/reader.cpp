@@ -338,6 +338,21 @@ Reader Reader::open(const std::string& path, const ReaderOptions& opts) {
   return Reader(std::move(impl));
 }
 
+Reader Reader::open_memory(std::span<const std::byte> image, const ReaderOptions& opts) {
+  if (opts.kind == ReaderKind::pinned)
+    throw Error(Errc::invalid_arg, "ring (memory): a pinned reader attaches to a Ring (Reader::attach)");
+  auto impl = std::make_unique<Impl>();
+  impl->own = std::make_unique<detail::Mapping>();
+  // Read-only like a passive reader's mapping of a file: nothing here writes through it.
+  impl->own->over({const_cast<std::byte*>(image.data()), image.size()}, false);
+  impl->m = impl->own.get();
+  impl->kind = ReaderKind::passive;
+  const Header* h = impl->m->hdr;
+  impl->pos = opts.start == StartAt::oldest ? h->head.load(std::memory_order_acquire)  // P4: as in open
+                                            : (h->tail.load(std::memory_order_acquire) & kPosMask) - 1;
+  return Reader(std::move(impl));
+}
+
 Reader Reader::attach(Ring& ring, const ReaderOptions& opts) {
   auto impl = std::make_unique<Impl>();
   impl->ring = ring.impl_;

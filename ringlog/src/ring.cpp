@@ -351,7 +351,7 @@ Ring::Impl::~Impl() {
   // have expired).
   std::erase_if(t_slots.entries, [this](const SlotCache::Entry& e) { return e.impl == this; });
   std::uint32_t pid = self_pid();
-  if (m.hdr && m.region.get_mode() == boost::interprocess::read_write) {
+  if (m.hdr && m.can_write) {
     for (unsigned i = 0; i < kWriterSlots; ++i) {
       WriterSlot& ws = m.hdr->writers[i];
       std::uint32_t cur = pid;
@@ -1124,6 +1124,13 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
 Ring Ring::open(const std::string& path, const OpenOptions& opts) {
   auto impl = make_impl(opts);
   impl->m.map(path, true);
+  finish_impl(*impl);
+  return Ring(std::move(impl));
+}
+
+Ring Ring::open_memory(std::span<std::byte> image, const OpenOptions& opts) {
+  auto impl = make_impl(opts);
+  impl->m.over(image, true);
   finish_impl(*impl);
   return Ring(std::move(impl));
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include <boost/interprocess/file_mapping.hpp>
@@ -55,8 +56,13 @@ struct Mapping {
   std::uint64_t mask = 0;  // size - 1 when size is a power of two, else 0
   dev_t dev = 0;
   ino_t ino = 0;
+  bool can_write = false;  // mapped read-write
+  bool in_memory = false;  // over caller memory (over()), no file: never stale
 
   void map(const std::string& p, bool writable);  // throws Error
+  // The same over a ring image in caller memory, which must outlive the mapping.
+  void over(std::span<std::byte> image, bool writable);  // throws Error
+  void use(void* base, std::uint64_t bytes);  // validates the header there; throws Error
   bool stale() const;
 
   // Offset of an absolute position: a mask for power-of-two areas (the default), a

@@ -103,6 +103,11 @@ class Ring {
                      const OpenOptions& open = {});
   // Opens an existing ring read-write (writers, pinned readers). Throws Error.
   static Ring open(const std::string& path, const OpenOptions& opts = {});
+  // A ring over a whole ring file's image in this process's memory (no file): checked
+  // as open() checks a file, then used in place. The image must be aligned as a
+  // format::Header (64 bytes) and outlive the Ring. For tests and fuzzing: other
+  // processes cannot see it.
+  static Ring open_memory(std::span<std::byte> image, const OpenOptions& opts = {});
 
   Ring(Ring&&) noexcept;
   Ring& operator=(Ring&&) noexcept;
@@ -186,6 +191,9 @@ class Reader {
  public:
   // Opens the ring file for reading. Passive readers map it read-only.
   static Reader open(const std::string& path, const ReaderOptions& opts = {});
+  // A passive reader of a ring image in memory (as Ring::open_memory); it only reads
+  // the image, which must outlive the Reader. A pinned reader attaches to a Ring.
+  static Reader open_memory(std::span<const std::byte> image, const ReaderOptions& opts = {});
   // A pinned reader on an already open ring (same process).
   static Reader attach(Ring& ring, const ReaderOptions& opts = {});
 
