@@ -81,16 +81,34 @@ struct Reader::Impl {
 
 namespace {
 
+// A bounded wait for a writer to leave an RC byte: at most `steps` back-off pauses and
+// the ring's reader_wait_ns (OpenOptions::reader_wait), whichever ends first.
+struct HeldWait {
+  Backoff b;
+  std::uint64_t limit_ns, deadline = 0;
+  unsigned steps;
+  HeldWait(const Ring::Impl& r, unsigned max_steps) noexcept : limit_ns(r.reader_wait_ns), steps(max_steps) {}
+  bool pause() noexcept {  // false: waited long enough
+    if (b.n > steps || limit_ns == 0) return false;
+    if (b.n >= 8) {  // past the spins: the clock is cheap next to a yield or a sleep
+      std::uint64_t now = monotonic_ns();
+      if (deadline == 0) deadline = now + limit_ns;
+      if (now >= deadline) return false;
+    }
+    b.pause();
+    return true;
+  }
+};
+
 // Increments the readers count at pos, waiting while a writer holds it (0xFF).
 // Returns false if it stayed 0xFF for too long (the caller checks for dead writers).
-bool rc_acquire(const detail::Mapping& m, std::uint64_t pos) noexcept {
+bool rc_acquire(const Ring::Impl& r, const detail::Mapping& m, std::uint64_t pos) noexcept {
   auto rc = m.rc(pos);
-  Backoff b;
+  HeldWait w(r, 200);
   std::uint8_t v = rc.load(std::memory_order_relaxed);
   for (;;) {
     if (v == kRcWriting || v == kRcMaxReaders) {
-      if (b.n > 200) return false;
-      b.pause();
+      if (!w.pause()) return false;
       v = rc.load(std::memory_order_relaxed);
       continue;
     }
@@ -158,7 +176,7 @@ void Reader::Impl::attach(StartAt start) {
   rs.bytes_read.store(0, std::memory_order_relaxed);
   rs.last_active_ns.store(realtime_ns(), std::memory_order_relaxed);
   // Under the tail lock neither head nor tail moves, so the position is stable.
-  Backoff b;
+  HeldWait w(r, 400);
   for (;;) {
     std::uint64_t t = r.lock_tail(-1);
     std::uint64_t p = start == StartAt::oldest ? h->head.load(std::memory_order_relaxed) : t - 1;
@@ -180,12 +198,11 @@ void Reader::Impl::attach(StartAt start) {
       return;
     }
     r.unlock_tail(t);  // a batch in flight at head, or too many readers: retry
-    if (b.n > 400) {
+    if (!w.pause()) {
       repair::free_reader_slot(rs);
       slot = -1;
       throw Error(Errc::busy, "ring " + r.m.path + ": cannot attach (too many readers at one position)");
     }
-    b.pause();
   }
 }
 
@@ -273,7 +290,7 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
       // Our position is protected, so this is real damage: resynchronise at the tail.
       std::uint64_t q = t - 1;
       rs.next_pos.store(q + 1, std::memory_order_relaxed);  // R7: as below
-      if (!rc_acquire(mm, q)) {
+      if (!rc_acquire(*ring, mm, q)) {
         rs.next_pos.store(0, std::memory_order_relaxed);
         return res;
       }
@@ -297,7 +314,7 @@ ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {
     // R7: next_pos = q + 1 (relaxed), published by R3's release half: a recount (U7)
     // or recovery (D7) that sees our count at q sees where it came from.
     rs.next_pos.store(q + 1, std::memory_order_relaxed);
-    if (!rc_acquire(mm, q)) {  // R3: protect the next position first
+    if (!rc_acquire(*ring, mm, q)) {  // R3: protect the next position first
       // A writer has held the next RC byte for long: maybe it died. Check, retry later.
       rs.next_pos.store(0, std::memory_order_relaxed);
       std::uint64_t lt = ring->lock_tail(-1);

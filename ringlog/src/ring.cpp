@@ -1026,6 +1026,7 @@ namespace {
 void check_open_options(const OpenOptions& opts) {
   if (opts.queues == 0 || opts.queues > 1024) throw Error(Errc::invalid_arg, "queue count must be 1..1024");
   if (opts.writer_wait.count() < 0) throw Error(Errc::invalid_arg, "writer wait must not be negative");
+  if (opts.reader_wait.count() < 0) throw Error(Errc::invalid_arg, "reader wait must not be negative");
 }
 
 std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
@@ -1033,6 +1034,7 @@ std::shared_ptr<Ring::Impl> make_impl(const OpenOptions& opts) {
   auto impl = std::make_shared<Ring::Impl>();
   impl->nqueues = opts.queues;
   impl->writer_wait_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(opts.writer_wait).count());
+  impl->reader_wait_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(opts.reader_wait).count());
   impl->queues = std::make_unique<Ring::Impl::Queue[]>(opts.queues);
   impl->id = g_next_impl_id.fetch_add(1, std::memory_order_relaxed);
   return impl;

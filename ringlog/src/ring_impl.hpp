@@ -178,6 +178,7 @@ struct Ring::Impl : std::enable_shared_from_this<Ring::Impl> {
   std::uint64_t writer_wait_ns = 10'000'000;
   std::uint64_t stuck_pos = ~0ULL, stuck_since_ns = 0;
   bool wait_for_writer(std::uint64_t pos) noexcept;
+  std::uint64_t reader_wait_ns = 100'000'000;  // OpenOptions::reader_wait
 
   void wake_readers() noexcept;
   ~Impl();

@@ -61,6 +61,12 @@ struct OpenOptions {
   // while the others lapped the ring) waits for it, yielding, up to this long for one
   // position, then is dropped. Readers are never waited for.
   std::chrono::milliseconds writer_wait{10};
+  // A pinned reader of this Ring whose next position (or the one it attaches at) is
+  // held by a batch in flight waits for it, yielding then sleeping, at most this long
+  // (less when its back-off steps run out first: about 25 ms moving, 80 ms attaching),
+  // then checks for dead writers (or fails to attach). 0: no waiting, for a ring
+  // nobody else writes to.
+  std::chrono::milliseconds reader_wait{100};
 };
 
 enum class WriteStatus : std::uint8_t {
