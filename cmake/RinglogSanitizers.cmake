@@ -17,9 +17,11 @@ endif()
 
 # Fuzz builds instrument the whole library for coverage; the targets add the driver.
 # UBSan reports are fatal (as in the ASan+UBSan build): by default they only print and
-# the run goes on, so a UB finding would never fail a fuzz target.
+# the run goes on, so a UB finding would never fail a fuzz target. -O1 (after the build
+# type's -O0), as in the sanitizer builds: targets run about twice as many inputs per
+# second, and reports keep their stacks (frame pointers, line tables).
 if(RINGLOG_BUILD_FUZZ)
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-                      -fno-omit-frame-pointer -g1)
+                      -fno-omit-frame-pointer -O1 -g1)
   add_link_options(-fsanitize=address,undefined)
 endif()
