@@ -121,7 +121,7 @@ Txn::Txn(Txn&& o) noexcept
 
 Txn& Txn::operator=(Txn&& o) noexcept {
   if (this == &o) return *this;
-  if (buf_) end();
+  if (log_) end();
   pos_ = o.pos_;
   end_ = o.end_;
   mask_ = o.mask_;
@@ -161,7 +161,7 @@ void Txn::send(bool last) noexcept {
 }
 
 void Txn::put_slow(Tag t, const void* p, std::size_t n) noexcept {
-  if (!buf_) return;
+  if (!buf_ && !unpark()) return;
   bool trunc = false;
   if (n > max_rec_) {
     n = max_rec_;
@@ -197,7 +197,7 @@ void Txn::trace_printf(const char* fmt, ...) noexcept {
 }
 
 void Txn::vput(Tag t, const char* fmt, va_list ap) noexcept {
-  if (!buf_) return;
+  if (!buf_ && !unpark()) return;
   // Format after room for the largest record header, then slide it into place.
   for (int attempt = 0;; ++attempt) {
     std::size_t room = std::size_t(end_ - pos_);
@@ -236,7 +236,7 @@ void Txn::timestamp_now(std::string_view label) noexcept {
 }
 
 void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
-  if (!buf_) return;
+  if (!buf_ && !unpark()) return;
   if (t_start_ns_ == 0) t_start_ns_ = t_prev_ns_ = ns;
   // "Label: <absolute> <since start> <since previous>", formatted in one pass straight
   // into the buffer when it has room for the longest one (else on the stack, then put).
@@ -283,13 +283,13 @@ void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
 }
 
 void Txn::link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept {
-  if (!buf_) return;
+  if (!log_) return;
   char b[160];
   put(Tag::Link, b, format_ref(b, sizeof b, child_type, child_vxid, reason));
 }
 
 Txn Txn::child(TxnType type, std::string_view reason) {
-  if (!buf_) return Txn();
+  if (!log_) return Txn();
   Txn c(log_, type, log_->new_vxid(), vxid_, reason);
   link(type, c.vxid_, reason);
   c.trace_src_ = trace_src_;  // the global word or a forced one: both outlive the child
@@ -297,12 +297,12 @@ Txn Txn::child(TxnType type, std::string_view reason) {
 }
 
 void Txn::set_trace(bool on) noexcept {
-  if (!buf_) return;
+  if (!log_) return;
   trace_src_ = on ? &detail::kTraceForcedOn : &detail::kTraceForcedOff;
 }
 
 void Txn::inherit_trace() noexcept {
-  if (!buf_) return;
+  if (!log_) return;
   trace_src_ = &mask_[0];
 }
 
@@ -310,8 +310,24 @@ void Txn::flush() noexcept {
   if (buf_ && pos_ > buf_ + hdr_len_) send(false);
 }
 
-void Txn::end() noexcept {
+void Txn::park() noexcept {
   if (!buf_) return;
+  flush();
+  give_buffer(buf_, cap_);
+  buf_ = pos_ = end_ = nullptr;  // the next put() takes the slow path, which unparks
+}
+
+bool Txn::unpark() noexcept {
+  if (!log_) return false;
+  buf_ = take_buffer(cap_);
+  hdr_len_ = encode_batch_header(buf_, vxid_, kind_of(type_), 0);
+  pos_ = buf_ + hdr_len_;
+  end_ = buf_ + cap_;
+  return true;
+}
+
+void Txn::end() noexcept {
+  if (!log_) return;
   put(Tag::End, "", 0);
   send(true);
   release();

@@ -350,3 +350,46 @@ TEST(TxnBatching, TransactionOutlivingItsThreadIsEnded) {
   EXPECT_EQ(b[0].records.back().tag, Tag::End);
   delete g_static;
 }
+
+TEST(TxnBatching, ParkedTransactionSendsHoldsNoBufferAndGoesOn) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  auto before = log.ring().stats().msgs_written;
+  Txn s = log.begin(TxnType::sess, "HTTP/1");
+  std::uint64_t vxid = s.vxid();
+  s.record(Tag::SessOpen, "127.0.0.1 4000 a0");
+  s.park();  // what it holds goes out now, and its buffer back
+  EXPECT_TRUE(s.active());
+  EXPECT_TRUE(s.parked());
+  EXPECT_EQ(s.buffered(), 0u);
+  EXPECT_EQ(log.ring().stats().msgs_written, before + 1);
+  s.park();  // nothing held: nothing sent
+  EXPECT_EQ(log.ring().stats().msgs_written, before + 1);
+  {
+    Txn r = s.child(TxnType::req, "rxreq");  // the Link takes a buffer again
+    EXPECT_FALSE(s.parked());
+    r.record(Tag::ReqURL, "/");
+  }
+  s.park();
+  s.timestamp("Idle");  // every kind of record unparks
+  s.park();
+  s.recordf(Tag::Debug, "n=%d", 3);
+  s.end();
+  EXPECT_FALSE(s.active());
+
+  auto b = test::read_batches(p);
+  std::vector<test::DecodedBatch> mine;
+  for (auto& x : b)
+    if (x.hdr.vxid == vxid) mine.push_back(x);
+  ASSERT_EQ(mine.size(), 4u);  // SessOpen, Link, Timestamp, Debug + End
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_EQ(mine[i].hdr.first, i == 0);
+    EXPECT_EQ(mine[i].hdr.last, i + 1 == mine.size());
+    EXPECT_EQ(mine[i].hdr.kind, VxidKind::session);
+  }
+  EXPECT_EQ(mine[0].records.front().tag, Tag::Begin);
+  EXPECT_EQ(test::payloads(mine[1], Tag::Link).size(), 1u);
+  EXPECT_EQ(mine[3].records.back().tag, Tag::End);
+  std::string out = test::print_ring(p, Grouping::session);
+  EXPECT_EQ(out.find("VSL"), std::string::npos) << "the pieces read back as whole transactions\n" << out;
+}

@@ -36,9 +36,9 @@ class Txn {
   Txn& operator=(Txn&& o) noexcept;  // ends the transaction this one held
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
-  ~Txn() { if (buf_) end(); }  // a transaction is never silently dropped
+  ~Txn() { if (log_) end(); }  // a transaction is never silently dropped
 
-  bool active() const noexcept { return buf_ != nullptr; }
+  bool active() const noexcept { return log_ != nullptr; }
   std::uint64_t vxid() const noexcept { return vxid_; }
   TxnType type() const noexcept { return type_; }
 
@@ -94,6 +94,10 @@ class Txn {
 
   // Sends what is buffered now (a non-final batch); end() sends the rest with End.
   void flush() noexcept;
+  // Flushes and gives the buffer back, for a long-lived transaction about to sit idle
+  // (a keep-alive session between requests); its next record takes a buffer again.
+  void park() noexcept;
+  bool parked() const noexcept { return log_ && !buf_; }
   void end() noexcept;
   std::size_t buffered() const noexcept { return buf_ ? std::size_t(pos_ - buf_) - hdr_len_ : 0; }
 
@@ -118,6 +122,7 @@ class Txn {
   void timestamp_at(std::string_view label, std::uint64_t ns) noexcept;
   void send(bool last) noexcept;
   void release() noexcept;
+  bool unpark() noexcept;  // a parked transaction takes a buffer again; false if inactive
 
   // Hot fields first: the record fast path touches only this cache line.
   std::uint8_t* pos_ = nullptr;
