@@ -25,7 +25,7 @@ void Session::deliver_head() {
   Fetch& f = *fetch_;
   req_txn_.timestamp("Process");
   RP_TRACE(req_txn_, "deliver");
-  std::string& o = head_scratch_;
+  std::string& o = session_scratch().head;
   o.clear();
   int status = f.beresp.status;
   std::string_view reason = f.beresp.reason;
@@ -34,7 +34,7 @@ void Session::deliver_head() {
     if (srv_.tunnel_hook) {
       resp_status_ = 101;
       // The 101 head (with its Upgrade and Connection) goes to the client first (in o,
-      // which is head_scratch_: become_tunnel() passes it on).
+      // the scratch head: become_tunnel() passes it on).
       http::write_status_line(o, 101, f.beresp.reason, 1);
       for (const http::Header& h : f.beresp.headers) http::write_header(o, h.name, h.value);
       http::end_head(o);
@@ -169,7 +169,7 @@ void Session::fill_response() {
 void Session::synth(int status, std::string_view why, bool close) {
   req_txn_.timestamp("Process");
   RP_TRACE(req_txn_, "synth status=%d close=%d", status, int(close));
-  std::string& o = head_scratch_;
+  std::string& o = session_scratch().head;
   o.clear();
   std::string_view reason = http::reason_phrase(status);
   http::write_status_line(o, status, reason, 1);

@@ -1,6 +1,7 @@
 // The byte buffers and non-blocking socket calls the server's stages share: a Buf with
-// a read and a write offset, recv() into one, send() out of one. No state of its own,
-// no logging, no counters.
+// a read and a write offset, recv() into one, send() out of one, and a few buffers kept
+// per thread (io_buf.cpp) so that a connection can let go of its buffers whenever it
+// is idle at the cost of a list push. No logging, no counters.
 #pragma once
 
 #include <netinet/in.h>
@@ -19,6 +20,16 @@ namespace ringproxy {
 
 inline constexpr std::size_t kReadChunk = 32 * 1024;
 inline constexpr std::size_t kHighWater = 256 * 1024;  // stop producing into a buffer above this
+inline constexpr std::size_t kBufFirst = 16 * 1024;    // a buffer's first size (unless asked more)
+
+// This thread's spare buffers of the two sizes buffers start at (kBufFirst, kReadChunk),
+// a bounded number of each: take() one of cap bytes (a new one when none is kept),
+// give() one back (false: not kept, the caller frees it), drain() frees all it keeps.
+namespace buf_pool {
+char* take(std::size_t cap);
+bool give(char* p, std::size_t cap) noexcept;
+void drain() noexcept;
+}  // namespace buf_pool
 
 // A byte buffer with a read and a write offset. Views into it stay valid until the
 // next make_room() (which may compact or grow it).
@@ -26,8 +37,11 @@ struct Buf {
   std::unique_ptr<char[]> p;
   std::size_t cap = 0, rd = 0, wr = 0;
   Buf() = default;
+  ~Buf() { release(); }
   Buf(Buf&& o) noexcept : p(std::move(o.p)), cap(o.cap), rd(o.rd), wr(o.wr) { o.cap = o.rd = o.wr = 0; }
   Buf& operator=(Buf&& o) noexcept {
+    if (this == &o) return *this;
+    release();
     p = std::move(o.p);
     cap = o.cap, rd = o.rd, wr = o.wr;
     o.cap = o.rd = o.wr = 0;
@@ -49,11 +63,14 @@ struct Buf {
       rd = 0;
       if (cap - wr >= n) return;
     }
-    std::size_t nc = std::max<std::size_t>(cap ? cap * 2 : 16384, wr + n);
-    auto np = std::make_unique_for_overwrite<char[]>(nc);  // no zero fill: bytes are written before read
+    std::size_t nc = std::max<std::size_t>(cap ? cap * 2 : kBufFirst, wr + n);
+    std::unique_ptr<char[]> np(buf_pool::take(nc));  // no zero fill: bytes are written before read
     if (wr) std::memcpy(np.get(), p.get(), wr);
+    std::size_t used = wr;
+    release();
     p = std::move(np);
     cap = nc;
+    wr = used;
   }
   char* tail() noexcept { return p.get() + wr; }
   std::size_t room() const noexcept { return cap - wr; }
@@ -62,11 +79,14 @@ struct Buf {
     std::memcpy(p.get() + wr, s.data(), s.size());
     wr += s.size();
   }
+  // Lets go of the memory (to this thread's spares when it is of a kept size).
+  void release() noexcept {
+    if (p && buf_pool::give(p.get(), cap)) (void)p.release();
+    p.reset();
+    cap = rd = wr = 0;
+  }
   void release_if_idle() noexcept {
-    if (empty() && cap > 64 * 1024) {
-      p.reset();
-      cap = rd = wr = 0;
-    }
+    if (empty() && cap > 64 * 1024) release();
   }
 };
 

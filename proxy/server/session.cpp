@@ -31,6 +31,11 @@ bool token_value(std::string_view v) {
 
 }  // namespace
 
+SessionScratch& session_scratch() noexcept {
+  thread_local SessionScratch s;
+  return s;
+}
+
 AfterResponse after_response(bool keep_alive, bool client_eof, std::uint8_t minor, const char* close_reason) noexcept {
   if (keep_alive && !client_eof) return {true, nullptr};
   if (keep_alive) return {false, "REM_CLOSE"};  // the client shut its side: nothing more will come
@@ -40,7 +45,7 @@ AfterResponse after_response(bool keep_alive, bool client_eof, std::uint8_t mino
 Session::Session(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, const std::string& listener)
     : w_(w), srv_(w.server()), fd_(fd), peer_(peer), listener_(listener) {
   peer_ip_ = peer.ip();
-  peer_port_ = std::to_string(peer.port());
+  peer_port_ = peer.port();
   Params& p = srv_.params();
   req_parser_.set_limits({p.count(max_header_bytes), p.count(max_headers), p.count(max_url), false});
   sess_start_real_ = ringlog::realtime_ns();
@@ -49,7 +54,7 @@ Session::Session(Worker& w, int fd, const SockAddr& peer, const SockAddr& local,
   sess_txn_.timestamp("Start", sess_start_real_);
   if (sess_txn_.enabled(Tag::SessOpen))
     sess_txn_.record(Tag::SessOpen, ringlog::Line()
-                                        .s(peer_ip_).sp().s(peer_port_).sp().s(listener).sp().s(local.ip()).sp()
+                                        .s(peer_ip_).sp().u(peer_port_).sp().s(listener).sp().s(local.ip()).sp()
                                         .u(local.port()).sp().f(double(sess_start_real_) / 1e9, 6).sp().i(fd)
                                         .view());
   RP_TRACE(sess_txn_, "sess open fd=%d worker=%u", fd, w.index());
@@ -184,6 +189,7 @@ bool Session::read_client() {
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK) {
     client_readable_ = false;
+    if (!req_active_ && client_in_.empty()) client_in_.release();  // still idle: no buffer held
     return false;
   }
   close_session("RX_ERROR");
@@ -193,7 +199,8 @@ bool Session::read_client() {
 // recv: parse the next request head from what the client sent.
 bool Session::step_head() {
   if (client_in_.empty()) return false;
-  http::ParseResult r = req_parser_.parse(client_in_.view(), req_head_);
+  http::RequestHead& head = session_scratch().req_head;
+  http::ParseResult r = req_parser_.parse(client_in_.view(), head);
   if (r.need_more()) {
     if (hdr_start_real_ == 0) {
       hdr_start_real_ = ringlog::realtime_ns();
@@ -208,7 +215,7 @@ bool Session::step_head() {
     return true;
   }
   if (requests_ > 0 && client_timer_ != Timer::Header) w_.counters().add(M::sess_pipeline);
-  start_request(req_head_, r.consumed);
+  start_request(head, r.consumed);
   return true;
 }
 
@@ -222,7 +229,7 @@ void Session::begin_req_txn() {
   req_txn_.timestamp("Start", hdr_start_real_);
   req_txn_.timestamp("Req");
   if (req_txn_.enabled(Tag::ReqStart))
-    req_txn_.record(Tag::ReqStart, ringlog::Line().s(peer_ip_).sp().s(peer_port_).sp().s(listener_).view());
+    req_txn_.record(Tag::ReqStart, ringlog::Line().s(peer_ip_).sp().u(peer_port_).sp().s(listener_).view());
   client_timer_ = Timer::None;
 }
 
@@ -285,7 +292,7 @@ void Session::start_request(const http::RequestHead& h, std::size_t head_len) {
     client_in_.consume(head_len);
     if (srv_.tunnel_hook) {
       RP_TRACE(req_txn_, "recv -> tunnel CONNECT %.*s", int(h.target.size()), h.target.data());
-      head_scratch_.assign(h.target);
+      session_scratch().head.assign(h.target);
       become_tunnel();
       return;
     }
@@ -295,7 +302,7 @@ void Session::start_request(const http::RequestHead& h, std::size_t head_len) {
   }
   if (srv_.tunnel_hook && srv_.pipe_match && srv_.pipe_match(h.target)) {
     RP_TRACE(req_txn_, "recv -> pipe");
-    head_scratch_.clear();  // no CONNECT target: the hook pipes to a backend; client_in_ keeps the raw head
+    session_scratch().head.clear();  // no CONNECT target: the hook pipes to a backend; client_in_ keeps the raw head
     become_tunnel();
     return;
   }
@@ -453,14 +460,31 @@ void Session::finish_request() {
     close_session(next.close_reason);
     return;
   }
-  client_out_.release_if_idle();
-  client_in_.release_if_idle();
   client_timer_ = Timer::Idle;
   client_deadline_ = w_.now() + srv_.params().ns(timeout_idle);
   if (!client_in_.empty()) {
     // Bytes of the next request are here already.
     hdr_start_real_ = ringlog::realtime_ns();
+    client_out_.release_if_idle();
+    client_in_.release_if_idle();
+  } else {
+    release_idle();
   }
+}
+
+// Idle between requests, nothing pipelined: the connection lets go of every buffer (as
+// HAProxy's idle connections hold none) and of the session transaction's, which sends
+// what it holds. The next request takes them again, from this thread's spares
+// (io_buf.hpp, the transaction buffers' own cache).
+void Session::release_idle() {
+  client_in_.release();
+  if (client_out_.empty()) client_out_.release();
+  spare_to_backend_.release();
+  spare_from_backend_.release();
+  ended_fetch_.reset();  // finish_request() runs from drive(): none of its methods is running
+  if (object_notify_ && !object_) object_notify_.reset();
+  cache_req_.reset();
+  sess_txn_.park();
 }
 
 void Session::log_req_acct() {
@@ -507,14 +531,16 @@ void Session::become_tunnel() {
   TunnelHandoff t;
   t.worker = &w_;
   t.client_fd = fd_;
-  bool upgrade = fetch_ && fetch_->conn;  // a 101: head_scratch_ holds its head, not a CONNECT target
-  if (!upgrade) t.target = head_scratch_;
+  // A 101: the scratch head holds its response head, not a CONNECT target.
+  const std::string& scratch = session_scratch().head;
+  bool upgrade = fetch_ && fetch_->conn;
+  if (!upgrade) t.target = scratch;
   t.client_pending.assign(client_in_.view());
   client_in_.clear();
   t.req = &req_txn_;
   w_.del_fd(fd_);
   if (fetch_ && fetch_->conn) {
-    t.backend_pending = head_scratch_;
+    t.backend_pending = scratch;
     t.backend_pending.append(fetch_->from_backend.view());
     w_.del_fd(fetch_->conn->fd());
     t.backend_fd = fetch_->conn->release_fd();  // owned by the tunnel now

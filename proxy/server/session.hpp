@@ -42,6 +42,15 @@ struct AfterResponse {
 // side; minor: the request's HTTP/1.x; close_reason: why keep_alive went false, if known.
 AfterResponse after_response(bool keep_alive, bool client_eof, std::uint8_t minor, const char* close_reason) noexcept;
 
+// What a session needs only within one step (parsing a request head; building a
+// response head, or holding a CONNECT target until the tunnel takes it), one per thread
+// rather than one per connection: an idle connection holds neither.
+struct SessionScratch {
+  http::RequestHead req_head;
+  std::string head;
+};
+SessionScratch& session_scratch() noexcept;  // this thread's
+
 class Session final : public Handler {
  public:
   Session(Worker& w, int fd, const SockAddr& peer, const SockAddr& local, const std::string& listener);
@@ -99,6 +108,7 @@ class Session final : public Handler {
   void watch_writes();
   void become_tunnel();
   void log_req_acct();
+  void release_idle();
   // lookup.cpp
   bool lookup(const http::RequestHead& h);
   bool cache_lookup(const http::RequestHead* h);
@@ -123,7 +133,8 @@ class Session final : public Handler {
   Server& srv_;
   int fd_;  // the client socket; -1 once closed
   SockAddr peer_;
-  std::string peer_ip_, peer_port_, listener_;
+  std::string peer_ip_, listener_;
+  std::uint16_t peer_port_ = 0;
   ringlog::Txn sess_txn_;
   std::uint64_t sess_start_real_ = 0, sess_start_mono_ = 0;
   Buf client_in_, client_out_;
@@ -134,7 +145,6 @@ class Session final : public Handler {
   enum class Timer : std::uint8_t { None, Idle, Header, Send } client_timer_ = Timer::None;
   std::uint64_t hdr_start_real_ = 0;  // first byte of the current request head
   http::RequestParser req_parser_;
-  http::RequestHead req_head_;
   std::uint64_t requests_ = 0;
 
   // The request in progress.
@@ -159,7 +169,6 @@ class Session final : public Handler {
   std::unique_ptr<Fetch> ended_fetch_;  // the last one, kept until the next ends (its
                                         // methods may still be on the stack)
   Buf spare_to_backend_, spare_from_backend_;  // an ended fetch's buffers, for the next one
-  std::string head_scratch_;  // a response head being built; a CONNECT target
   // The cache path.
   std::unique_ptr<CacheRequest> cache_req_;
   delivery::ObjRef object_;                               // delivered from (hit, miss, stale)

@@ -242,6 +242,7 @@ void Worker::free_retired() {
 // pool_gc() does the same). Called on a turn that found nothing to do: no request waits.
 void Worker::trim_heap() {
   if (freed_since_trim_ == 0 || (freed_since_trim_ < kTrimAfterSessions && !sessions_.empty())) return;
+  buf_pool::drain();
 #ifdef __GLIBC__
   ::malloc_trim(0);
 #endif

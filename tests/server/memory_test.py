@@ -92,6 +92,56 @@ def case_waves_pass():
     run_waves(["--cache", "off"])
 
 
+def hold_idle(port, n):
+    """n keep-alive connections, opened one after another, each after one GET of URL read
+    whole; returns the sockets (held open and silent)."""
+    req = f"GET {URL} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    conns = []
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(req)
+        r = read_response(s.makefile("rb"))
+        check(r.status == 200 and len(r.body) == 1024, f"connection {i}: a 200 of 1 KiB", repr(r))
+        conns.append(s)
+    return conns
+
+
+def idle_connections(args, n=300):
+    """Pss_Anon per idle keep-alive connection, over n of them (the bytes the proxy's heap
+    holds for each while it waits for its next request)."""
+    raise_fd_limit(n + 256)
+    o = Origin()
+    p = Proxy([o.backend()], args=args, threads=2)
+    for s in hold_idle(p.port, 16):  # warm: the first object, backend connections, spares
+        s.close()
+    if not wait_for(lambda: all_trimmed(p) and procs.sleeping(p.proc.pid), 60):
+        check(False, f"warm-up sessions closed and trimmed: {p.stats()}")
+    before = rollup_kb(p.proc.pid, "Pss_Anon")
+    conns = hold_idle(p.port, n)
+    if not wait_for(lambda: p.stat("MAIN.sess_active") == n and procs.sleeping(p.proc.pid), 60):
+        check(False, f"{n} sessions open and the proxy asleep: {p.stats()}")
+    after = rollup_kb(p.proc.pid, "Pss_Anon")
+    per = (after - before) * 1024 // n
+    print(f"  Pss_Anon {before} kB, with {n} idle connections {after} kB: {per} bytes each", flush=True)
+    # An idle connection holds its Session (under 1 KiB) and no buffer: 16-32 KiB each,
+    # of which a page or more touched, before they were let go.
+    check(per <= 2048, f"at most 2 KiB of heap per idle keep-alive connection (got {per} bytes)")
+    for s in conns:
+        s.close()
+    p.stop()
+    o.stop()
+
+
+def case_idle_hit():
+    """Idle keep-alive connections after a cache hit each hold no buffer."""
+    idle_connections([])
+
+
+def case_idle_pass():
+    """Idle keep-alive connections after a pass each hold no buffer (nor their fetch's)."""
+    idle_connections(["--cache", "off"])
+
+
 def main():
     proxy, origin, reader, workdir, case = sys.argv[1:6]
     e2e.configure(workdir, proxy, reader, origin=origin, label=case)

@@ -2,7 +2,8 @@
 // backend (its own worker thread idles), plus a Worker the test drives on its own
 // thread: a Session over a real loopback connection gets its events from the test
 // (Session::on_event), so every step runs at once and in order, without the loop.
-// The records are read back from the instance's ring once the transactions ended.
+// The records are read back from the instance's ring (a transaction once it ended or
+// sent a batch).
 #pragma once
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -137,19 +139,22 @@ class StageHarness {
     return got;
   }
 
-  // Every transaction in the ring so far (ended ones only: a transaction is written
-  // when it ends).
+  // Every transaction in the ring so far, in the order of their first batches; those of one
+  // (a session's is sent each time it goes idle) are joined by vxid.
   std::vector<LoggedTxn> txns() {
     std::vector<LoggedTxn> out;
+    std::map<std::uint64_t, std::size_t> at;  // vxid -> index in out
     std::string path = ringlog::instance_dir(srv_->config().instance) + "/ring";
     for (const auto& b : ringlog::test::read_batches(path)) {
-      LoggedTxn t;
+      auto [it, fresh] = at.try_emplace(b.hdr.vxid, out.size());
+      if (fresh) out.emplace_back();
+      LoggedTxn& t = out[it->second];
       for (const auto& r : b.records) {
         if (r.tag == ringlog::Tag::Begin) t.begin = r.payload;
         t.records.emplace_back(r.tag, r.payload);
       }
-      if (!t.begin.empty()) out.push_back(std::move(t));
     }
+    std::erase_if(out, [](const LoggedTxn& t) { return t.begin.empty(); });
     return out;
   }
   std::vector<LoggedTxn> txns_of(std::string_view begin_prefix) {
