@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
                         ",\"records\":[";
         for (std::size_t i = 0; i < t->records.size(); ++i) {
           if (i) o += ',';
-          o += "[" + json_str(ringlog::tag_name(t->records[i].tag)) + "," + json_str(t->records[i].payload) + "]";
+          o += "[" + json_str(ringlog::tag_name(t->records[i].tag)) + "," + json_str(t->payload(i)) + "]";
         }
         o += "]}\n";
         std::fputs(o.c_str(), stdout);

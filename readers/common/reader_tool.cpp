@@ -124,7 +124,8 @@ bool RawSelect::side_ok(const Record& r) const noexcept {
 
 bool RawSelect::query_one(const Transaction& t, std::size_t i) {
   copy_txn_fields(one_, t);
-  one_.records.assign(1, t.records[i]);
+  one_.clear_records();
+  one_.add(t.record(i));
   const Group g{Grouping::raw, {&one_}};
   return queries_.matches(g);
 }

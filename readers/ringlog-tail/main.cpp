@@ -218,11 +218,11 @@ int main(int argc, char** argv) {
         g, loop,
         [&](const ringlog::Transaction& t) {
           rt::copy_txn_fields(kept, t);
-          kept.records.clear();
+          kept.clear_records();
         },
         [&](const ringlog::Record& r) { return bin ? raw.side_ok(r) : filter.show(r); },  // -w stores records unfiltered
         [&](const ringlog::Transaction& t, std::size_t i, const ringlog::Record& r) {
-          if (bin || json) kept.records.push_back(t.records[i]);
+          if (bin || json) kept.add(t.record(i));
           else ringlog::print_raw(text.buf(), r);
         },
         [&](const ringlog::Transaction&) {

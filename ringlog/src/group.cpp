@@ -14,12 +14,29 @@ namespace {
 
 constexpr unsigned kMaxDepth = 64;        // deeper link chains are treated as broken
 constexpr std::size_t kRecentMax = 65536; // reported vxids remembered for late children
+constexpr std::size_t kSpareMax = 256;          // reported nodes kept for reuse
+constexpr std::size_t kSpareBytesMax = 1 << 16;  // ... unless their byte store grew larger
 
-HeldRecord hold(const Record& r) { return HeldRecord{r.tag, r.truncated, false, std::string(r.payload)}; }
-HeldRecord synth(std::string text) { return HeldRecord{Tag::VSL, false, true, std::move(text)}; }
+void synth(Transaction& t, std::string_view text) { t.add(Tag::VSL, text, false, true); }
+
+// Copies a batch into t's byte store whole and holds its records as offsets into it;
+// on_record sees each record first (the grouper's Begin/Link/End bookkeeping).
+template <class F>
+void hold_batch(Transaction& t, BatchDecoder& d, std::span<const std::byte> msg, F&& on_record) {
+  const std::uint64_t base = t.bytes.size();
+  const char* start = reinterpret_cast<const char*>(msg.data());
+  t.bytes.append(start, msg.size());
+  Record r;
+  while (d.next(r)) {
+    on_record(r);
+    t.records.push_back(HeldRecord{r.tag, r.truncated, false, std::uint32_t(r.payload.size()),
+                                   base + std::uint64_t(r.payload.data() - start)});
+  }
+  if (d.status() != DecodeStatus::ok) synth(t, std::string("batch cut: ") + to_string(d.status()));
+}
 
 // "<type> <vxid> <reason>" (Begin, Link).
-bool parse_ref(std::string_view s, TxnType& type, std::uint64_t& vxid, std::string& reason) {
+bool parse_ref(std::string_view s, TxnType& type, std::uint64_t& vxid, std::string_view& reason) {
   std::size_t sp = s.find(' ');
   if (sp == std::string_view::npos) return false;
   type = type_by_name(s.substr(0, sp));
@@ -28,7 +45,7 @@ bool parse_ref(std::string_view s, TxnType& type, std::uint64_t& vxid, std::stri
   if (ec != std::errc()) return false;
   s.remove_prefix(std::size_t(p - s.data()));
   if (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  reason.assign(s);
+  reason = s;
   return true;
 }
 
@@ -73,7 +90,12 @@ Grouper::Node* Grouper::node(std::uint64_t vxid) noexcept {
 Grouper::Node& Grouper::get_or_add(std::uint64_t vxid, VxidKind kind, Clock::time_point now) {
   auto& slot = nodes_[vxid];
   if (!slot) {
-    slot = std::make_unique<Node>();
+    if (spare_.empty()) {
+      slot = std::make_unique<Node>();
+    } else {
+      slot = std::move(spare_.back());
+      spare_.pop_back();
+    }
     slot->t.vxid = vxid;
     slot->t.kind = kind;
     slot->seen = now;
@@ -82,10 +104,31 @@ Grouper::Node& Grouper::get_or_add(std::uint64_t vxid, VxidKind kind, Clock::tim
   return *slot;
 }
 
-void Grouper::emit_single(Transaction t) {
+// A node that has been reported, kept for the next transaction with its allocations
+// (a few, of common sizes; an unusually large one is freed).
+void Grouper::recycle(std::unique_ptr<Node> n) noexcept {
+  if (spare_.size() >= kSpareMax || n->t.bytes.capacity() > kSpareBytesMax) return;
+  n->t.reset();
+  n->links.clear();
+  n->seen = {};
+  n->overrun = false;
+  try {
+    spare_.push_back(std::move(n));
+  } catch (...) {
+  }
+}
+
+// The transaction of a group of one (reused: its allocations stay).
+Transaction& Grouper::single() {
+  single_.reset();
+  single_.ended = true;
+  return single_;
+}
+
+void Grouper::emit_single(const Transaction& t) {
   Group g;
   g.mode = opts_.mode;
-  g.txns.push_back(&t);
+  g.txns.assign(1, &t);
   sink_(g);
 }
 
@@ -93,47 +136,43 @@ void Grouper::feed(std::span<const std::byte> msg, Clock::time_point now) {
   last_now_ = now;
   BatchDecoder d(msg);
   if (!d.valid()) {
-    Transaction t;
-    t.records.push_back(synth(std::string(to_string(d.status())) + " (" + std::to_string(msg.size()) + " bytes)"));
-    t.ended = true;
-    emit_single(std::move(t));
+    Transaction& t = single();
+    synth(t, std::string(to_string(d.status())) + " (" + std::to_string(msg.size()) + " bytes)");
+    emit_single(t);
     return;
   }
   const BatchHeader& h = d.header();
-  Record r;
   if (opts_.mode == Grouping::raw || h.vxid == 0) {
-    Transaction t;
+    Transaction& t = single();
     t.vxid = h.vxid;
     t.kind = h.kind;
-    t.ended = true;
-    while (d.next(r)) t.records.push_back(hold(r));
-    if (d.status() != DecodeStatus::ok) t.records.push_back(synth(std::string("batch cut: ") + to_string(d.status())));
-    emit_single(std::move(t));
+    hold_batch(t, d, msg, [](const Record&) {});
+    emit_single(t);
     return;
   }
   Node& n = get_or_add(h.vxid, h.kind, now);
   // Most transactions are one batch of a few dozen records: one allocation, not the
-  // vector's doubling (its moves showed in the -g request profile).
-  if (n.t.records.empty()) n.t.records.reserve(32);
-  while (d.next(r)) {
+  // vector's doubling (a recycled node has its room already).
+  if (n.t.records.capacity() < 32) n.t.records.reserve(32);
+  hold_batch(n.t, d, msg, [&](const Record& r) {
     if (r.tag == Tag::Begin && !n.t.begun) {
-      if (parse_ref(r.payload, n.t.type, n.t.parent, n.t.reason)) {
+      std::string_view reason;
+      if (parse_ref(r.payload, n.t.type, n.t.parent, reason)) {
+        n.t.reason.assign(reason);
         n.t.begun = true;
         if (n.t.parent != 0 && n.t.parent != n.t.vxid) claimed_[n.t.parent].push_back(n.t.vxid);
       }
     } else if (r.tag == Tag::Link) {
       TxnType ct;
       std::uint64_t cv = 0;
-      std::string why;
+      std::string_view why;
       if (parse_ref(r.payload, ct, cv, why) && cv != 0 && cv != n.t.vxid &&
           std::find(n.links.begin(), n.links.end(), cv) == n.links.end())
         n.links.push_back(cv);
     } else if (r.tag == Tag::End) {
       n.t.ended = true;
     }
-    n.t.records.push_back(hold(r));
-  }
-  if (d.status() != DecodeStatus::ok) n.t.records.push_back(synth(std::string("batch cut: ") + to_string(d.status())));
+  });
   if (h.last) n.t.ended = true;
   if (n.t.ended) try_emit(n);
   enforce_limit();
@@ -141,19 +180,17 @@ void Grouper::feed(std::span<const std::byte> msg, Clock::time_point now) {
 
 void Grouper::notice(std::string_view text, Clock::time_point now) {
   last_now_ = now;
-  Transaction t;
-  t.ended = true;
-  t.records.push_back(synth("ring: " + std::string(text)));
-  emit_single(std::move(t));
+  Transaction& t = single();
+  synth(t, "ring: " + std::string(text));
+  emit_single(t);
 }
 
 void Grouper::lost(std::uint64_t bytes, Clock::time_point now) {
   last_now_ = now;
   for (auto& [vx, n] : nodes_) n->overrun = true;
-  Transaction t;
-  t.ended = true;
-  t.records.push_back(synth("overrun: " + std::to_string(bytes) + " bytes lost"));
-  emit_single(std::move(t));
+  Transaction& t = single();
+  synth(t, "overrun: " + std::to_string(bytes) + " bytes lost");
+  emit_single(t);
 }
 
 bool Grouper::is_root(const Node& n) const noexcept {
@@ -191,12 +228,18 @@ void Grouper::children_of(const Node& n, std::vector<std::uint64_t>& out) const 
 
 bool Grouper::complete(const Node& n, unsigned depth) const noexcept {
   if (!n.t.ended || depth >= kMaxDepth) return false;
-  std::vector<std::uint64_t> kids;
-  children_of(n, kids);
-  for (std::uint64_t c : kids) {
+  if (opts_.mode == Grouping::vxid || opts_.mode == Grouping::raw) return true;
+  // Every child (children_of's list, walked in place: a child named twice is only
+  // checked twice).
+  auto done = [&](std::uint64_t c) {
     auto it = nodes_.find(c);
-    if (it == nodes_.end() || !complete(*it->second, depth + 1)) return false;
-  }
+    return it != nodes_.end() && complete(*it->second, depth + 1);
+  };
+  for (std::uint64_t c : n.links)
+    if (!done(c)) return false;
+  if (auto it = claimed_.find(n.t.vxid); it != claimed_.end())
+    for (std::uint64_t c : it->second)
+      if (!done(c)) return false;
   return true;
 }
 
@@ -229,37 +272,40 @@ void Grouper::force(Node& n, std::string_view why) {
 
 void Grouper::emit_tree(Node& top, std::string_view why) {
   bool hide = opts_.mode == Grouping::request && top.t.type == TxnType::sess;
-  std::vector<std::unique_ptr<Node>> taken;
+  // The member lists, taken for this call (a sink that feeds this grouper again gets
+  // fresh ones) and given back with their room at the end.
+  std::vector<std::unique_ptr<Node>> taken = std::move(taken_);
+  std::vector<std::uint64_t> kids = std::move(kids_);
+  std::vector<std::pair<std::uint64_t, unsigned>> stack = std::move(stack_);
   Group g;
   g.mode = opts_.mode;
-  std::vector<std::uint64_t> kids;
+  g.txns = std::move(txns_);
+  taken.clear();
+  g.txns.clear();
+  stack.clear();
   // Depth-first, pre-order, bounded; each node is taken out of the map once.
-  struct Item {
-    std::uint64_t vxid;
-    unsigned level;
-  };
-  std::vector<Item> stack{{top.t.vxid, 1}};
+  stack.emplace_back(top.t.vxid, 1);
   while (!stack.empty()) {
-    Item it = stack.back();
+    auto [vxid, level] = stack.back();
     stack.pop_back();
-    auto found = nodes_.find(it.vxid);
+    auto found = nodes_.find(vxid);
     if (found == nodes_.end()) continue;
-    bool orphan = it.level == 1 && !why.empty() && found->second->t.begun && !is_root(*found->second);
+    bool orphan = level == 1 && !why.empty() && found->second->t.begun && !is_root(*found->second);
     std::unique_ptr<Node> np = std::move(found->second);
     nodes_.erase(found);
     Node& x = *np;
-    if (orphan) x.t.records.push_back(synth("parent " + std::to_string(x.t.parent) + " not seen"));
-    x.t.level = it.level;
-    if (!x.t.begun && x.t.vxid != 0) x.t.records.push_back(synth(std::string(kSynthNoBegin)));
-    if (!why.empty() && !x.t.ended) x.t.records.push_back(synth(std::string(why)));
-    if (x.overrun) x.t.records.push_back(synth(std::string(kSynthOverrun)));
+    if (orphan) synth(x.t, "parent " + std::to_string(x.t.parent) + " not seen");
+    x.t.level = level;
+    if (!x.t.begun && x.t.vxid != 0) synth(x.t, kSynthNoBegin);
+    if (!why.empty() && !x.t.ended) synth(x.t, why);
+    if (x.overrun) synth(x.t, kSynthOverrun);
     children_of(x, kids);
-    if (!hide && it.level < kMaxDepth) {
+    if (!hide && level < kMaxDepth) {
       for (auto c = kids.rbegin(); c != kids.rend(); ++c) {
         if (nodes_.count(*c))
-          stack.push_back({*c, it.level + 1});
+          stack.emplace_back(*c, level + 1);
         else if (!why.empty() && !recent_.count(*c))
-          x.t.records.push_back(synth("link to " + std::to_string(*c) + " not seen"));
+          synth(x.t, "link to " + std::to_string(*c) + " not seen");
       }
     }
     if (!hide) g.txns.push_back(&x.t);
@@ -283,6 +329,12 @@ void Grouper::emit_tree(Node& top, std::string_view why) {
     }
   }
   if (!g.txns.empty()) sink_(g);
+  for (auto& np : taken) recycle(std::move(np));
+  taken.clear();
+  taken_ = std::move(taken);
+  kids_ = std::move(kids);
+  stack_ = std::move(stack);
+  txns_ = std::move(g.txns);
 }
 
 void Grouper::tick(Clock::time_point now) {

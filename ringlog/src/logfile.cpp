@@ -135,9 +135,9 @@ void encode_transaction(std::string& out, const Transaction& t) {
   out.append(reinterpret_cast<const char*>(hdr), n);
   for (const HeldRecord& r : t.records) {
     std::uint8_t rh[kRecordHeaderMax];
-    std::size_t m = encode_record_header(rh, r.tag, r.payload.size(), r.truncated);
+    std::size_t m = encode_record_header(rh, r.tag, r.size, r.truncated);
     out.append(reinterpret_cast<const char*>(rh), m);
-    out += r.payload;
+    out += t.payload(r);
   }
 }
 

@@ -482,7 +482,7 @@ void NcsaFormatter::Impl::scan(const Transaction& t) {
   std::string_view rest;
 
   for (const HeldRecord& r : t.records) {
-    std::string_view p = r.payload;
+    std::string_view p = t.payload(r);
     switch (r.tag) {
       case Tag::PipeAcct:
         set_first(frag[F_I], field_of(p, 3));

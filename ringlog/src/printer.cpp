@@ -178,7 +178,7 @@ inline char* put_u64(char* d, std::uint64_t v) noexcept {
   return d + p.size();
 }
 
-inline char* put_tail(char* d, const Record& r) noexcept {
+[[gnu::always_inline]] inline char* put_tail(char* d, const Record& r) noexcept {
   d = put_payload(d, r.tag, r.payload);
   if (r.truncated) [[unlikely]] {
     std::memcpy(d, " [truncated]", 12);
@@ -203,8 +203,9 @@ inline char* put_name(char* d, Tag tag, std::string_view name) noexcept {
 // "-   ", "--  ", "--- ", then "-4- " (c is '-' or '*').
 inline char* put_marker(char* d, unsigned level, char c) noexcept {
   if (level <= 3) [[likely]] {
-    std::memset(d, ' ', 4);
-    std::memset(d, c, level);
+    static constexpr char kMarkers[2][4][4] = {{{' ', ' ', ' ', ' '}, {'-', ' ', ' ', ' '}, {'-', '-', ' ', ' '}, {'-', '-', '-', ' '}},
+                                               {{' ', ' ', ' ', ' '}, {'*', ' ', ' ', ' '}, {'*', '*', ' ', ' '}, {'*', '*', '*', ' '}}};
+    std::memcpy(d, kMarkers[c == '*'][level], 4);
     return d + 4;
   }
   *d++ = c;

@@ -613,7 +613,7 @@ bool eval_test(const Node& n, const Group& g) {
     for (const HeldRecord& r : t->records) {
       if (!n.tags.contains(r.tag)) continue;
       std::string_view v;
-      if (!select_value(n, r.payload, v)) continue;
+      if (!select_value(n, t->payload(r), v)) continue;
       if (test_value(n, v)) return true;
     }
   }

@@ -21,7 +21,7 @@ ringlog::Transaction make(std::uint64_t vxid, ringlog::TxnType type, unsigned le
   t.kind = ringlog::kind_of(type);
   t.level = level;
   t.begun = t.ended = true;
-  for (const auto& [tag, p] : recs) t.records.push_back(ringlog::HeldRecord{tag, false, false, p});
+  for (const auto& [tag, p] : recs) t.add(tag, p);
   return t;
 }
 

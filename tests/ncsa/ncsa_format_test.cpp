@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "ringlog/group.hpp"
@@ -24,15 +25,15 @@ Transaction txn(std::uint64_t vxid, TxnType type, std::vector<std::pair<Tag, std
   t.vxid = vxid;
   t.type = type;
   t.kind = kind_of(type);
-  for (auto& [tag, s] : recs) t.records.push_back({tag, false, false, s});
+  for (auto& [tag, s] : recs) t.add(tag, s);
   return t;
 }
 
 // Adds records before the transaction's End (VCL-style edits).
 void add_before_end(Transaction& t, std::vector<std::pair<Tag, std::string>> recs) {
-  std::vector<HeldRecord> held;
-  for (auto& [tag, str] : recs) held.push_back({tag, false, false, str});
-  t.records.insert(t.records.end() - 1, held.begin(), held.end());
+  const std::size_t end = t.records.size() - 1;
+  for (auto& [tag, str] : recs) t.add(tag, str);
+  std::rotate(t.records.begin() + std::ptrdiff_t(end), t.records.begin() + std::ptrdiff_t(end) + 1, t.records.end());
 }
 
 // A client request the way ringproxy (and Varnish) logs it.
@@ -158,7 +159,7 @@ TEST_F(Ncsa, MissingValuesAreDashesOrJsonNulls) {
 TEST_F(Ncsa, ZeroBodyBytesIsZeroAsVarnishncsa) {
   Transaction t = client_request();
   for (auto& r : t.records)
-    if (r.tag == Tag::ReqAcct) r.payload = "82 0 82 304 0 304";
+    if (r.tag == Tag::ReqAcct) t.set_payload(r, "82 0 82 304 0 304");
   EXPECT_EQ(line("%b %O", t), "0 304");
   EXPECT_EQ(line("%b %O", t, true), "0 304");
   std::erase_if(t.records, [](const HeldRecord& r) { return r.tag == Tag::ReqAcct; });

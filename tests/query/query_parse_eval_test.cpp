@@ -10,7 +10,6 @@ namespace {
 
 using ringlog::Group;
 using ringlog::Grouping;
-using ringlog::HeldRecord;
 using ringlog::Query;
 using ringlog::QueryParseError;
 using ringlog::QuerySet;
@@ -36,7 +35,7 @@ Transaction txn(std::uint64_t vxid, ringlog::TxnType type, unsigned level,
   t.kind = ringlog::kind_of(type);
   t.level = level;
   t.begun = t.ended = true;
-  for (const auto& [tag, p] : recs) t.records.push_back(HeldRecord{tag, false, false, p});
+  for (const auto& [tag, p] : recs) t.add(tag, p);
   return t;
 }
 
@@ -253,11 +252,11 @@ TEST(QueryParse, ABadRegexShowsPcre2sMessage) {
 TEST_F(QueryEval, A64KiBHeaderAgainstAlternationGivesTheRightAnswer) {
   std::string v = "X-Pad: ";
   while (v.size() < 64 * 1024) v += (v.size() & 1) ? 'a' : 'b';
-  req.records.push_back(HeldRecord{Tag::ReqHeader, false, false, v});
+  req.add(Tag::ReqHeader, v);
   EXPECT_FALSE(m("ReqHeader:X-Pad ~ \"(a|b)*c\""));
   EXPECT_TRUE(m("ReqHeader:X-Pad !~ \"(a|b)*c\""));
   EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"^(a|b)*$\""));
-  req.records.back().payload += 'c';
+  req.set_payload(req.records.back(), v + 'c');
   EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"(a|b)*c\""));
   EXPECT_FALSE(m("ReqHeader:X-Pad !~ \"(a|b)*c\""));
   EXPECT_TRUE(m("ReqHeader:X-Pad ~ \"^(a|b)*c$\""));
@@ -267,7 +266,7 @@ TEST_F(QueryEval, A64KiBHeaderAgainstAlternationGivesTheRightAnswer) {
 // A search stopped by a PCRE2 limit counts as a match for '~' and as no match for
 // '!~', as Varnish's VRE_match result is read.
 TEST_F(QueryEval, ASearchStoppedByALimitIsNotANoMatch) {
-  req.records.push_back(HeldRecord{Tag::ReqHeader, false, false, "X-A: " + std::string(200, 'a') + "!"});
+  req.add(Tag::ReqHeader, "X-A: " + std::string(200, 'a') + "!");
   EXPECT_TRUE(m("ReqHeader:X-A ~ \"^(?:a|aa)+$\""));
   EXPECT_FALSE(m("ReqHeader:X-A !~ \"^(?:a|aa)+$\""));
 }

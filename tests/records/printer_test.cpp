@@ -15,7 +15,7 @@ Transaction txn(std::uint64_t vxid, TxnType type, unsigned level, std::vector<st
   t.type = type;
   t.kind = kind_of(type);
   t.level = level;
-  for (auto& [tag, s] : recs) t.records.push_back({tag, false, false, s});
+  for (auto& [tag, s] : recs) t.add(tag, s);
   return t;
 }
 

@@ -83,8 +83,8 @@ TEST(LogFile, TransactionsEncodeAsBatches) {
   t.vxid = 77;
   t.kind = ringlog::VxidKind::client;
   t.begun = t.ended = true;
-  t.records.push_back({ringlog::Tag::Begin, false, false, "req 1 rxreq"});
-  t.records.push_back({ringlog::Tag::ReqURL, true, false, std::string(300, 'u')});
+  t.add(ringlog::Tag::Begin, "req 1 rxreq");
+  t.add(ringlog::Tag::ReqURL, std::string(300, 'u'), true);
   std::string msg;
   ringlog::encode_transaction(msg, t);
   ringlog::BatchDecoder d(std::as_bytes(std::span(msg.data(), msg.size())));
@@ -186,9 +186,9 @@ TEST(Json, GroupShapeAndFilters) {
   t.parent = 4;
   t.reason = "rxreq";
   t.begun = true;
-  t.records.push_back({ringlog::Tag::ReqURL, false, false, "/a"});
-  t.records.push_back({ringlog::Tag::Hash, false, false, std::string("\x01\xff", 2)});
-  t.records.push_back({ringlog::Tag::VSL, false, true, "timeout"});
+  t.add(ringlog::Tag::ReqURL, "/a");
+  t.add(ringlog::Tag::Hash, std::string("\x01\xff", 2));
+  t.add(ringlog::Tag::VSL, "timeout", false, true);
   ringlog::Group g{ringlog::Grouping::vxid, {&t}};
   std::string out;
   ringlog::append_json(out, g);

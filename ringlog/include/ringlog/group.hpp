@@ -29,12 +29,13 @@ enum class Grouping : std::uint8_t { raw, vxid, request, session };
 std::optional<Grouping> grouping_by_name(std::string_view s) noexcept;  // "raw", "vxid", ...
 std::string_view grouping_name(Grouping g) noexcept;
 
-// A record held by a group (its payload is owned, unlike Record's).
+// A record held by a group: its payload is in the transaction's byte store.
 struct HeldRecord {
   Tag tag = Tag::invalid;
   bool truncated = false;
   bool synthetic = false;
-  std::string payload;
+  std::uint32_t size = 0;    // payload bytes
+  std::uint64_t offset = 0;  // where they start in Transaction::bytes
 };
 
 struct Transaction {
@@ -47,10 +48,44 @@ struct Transaction {
   bool begun = false;               // Begin seen
   bool ended = false;               // End (or the batch's last flag) seen
   std::vector<HeldRecord> records;
+  // What the records' payloads point into: the batches read, copied whole (one copy
+  // per batch, not one string per record), and payloads added one by one.
+  std::string bytes;
 
+  std::string_view payload(const HeldRecord& h) const noexcept { return {bytes.data() + h.offset, h.size}; }
+  std::string_view payload(std::size_t i) const noexcept { return payload(records[i]); }
   Record record(std::size_t i) const noexcept {
     const HeldRecord& h = records[i];
-    return Record{h.tag, kind, h.truncated, h.synthetic, vxid, h.payload};
+    return Record{h.tag, kind, h.truncated, h.synthetic, vxid, payload(h)};
+  }
+  // Appends a record, copying its payload.
+  void add(Tag tag, std::string_view payload, bool truncated = false, bool synthetic = false) {
+    records.push_back(HeldRecord{tag, truncated, synthetic, std::uint32_t(payload.size()), bytes.size()});
+    bytes += payload;
+  }
+  void add(const Record& r) { add(r.tag, r.payload, r.truncated, r.synthetic); }
+  // Points h at a copy of payload (the bytes it pointed at stay, unreferenced).
+  void set_payload(HeldRecord& h, std::string_view payload) {
+    std::string copy(payload);
+    h.offset = bytes.size();
+    h.size = std::uint32_t(copy.size());
+    bytes += copy;
+  }
+  void clear_records() noexcept {
+    records.clear();
+    bytes.clear();
+  }
+  // Back to a default-made transaction, keeping the containers' room (for reuse).
+  void reset() noexcept {
+    vxid = 0;
+    kind = VxidKind::none;
+    type = TxnType::unknown;
+    parent = 0;
+    reason.clear();
+    level = 1;
+    begun = false;
+    ended = false;
+    clear_records();
   }
 };
 
@@ -109,7 +144,9 @@ class Grouper {
   void try_emit(Node& n);
   void force(Node& n, std::string_view why);
   void emit_tree(Node& top, std::string_view why);
-  void emit_single(Transaction t);
+  void emit_single(const Transaction& t);
+  Transaction& single();
+  void recycle(std::unique_ptr<Node> n) noexcept;
   void enforce_limit();
 
   GroupOptions opts_;
@@ -120,6 +157,14 @@ class Grouper {
   std::unordered_set<std::uint64_t> recent_;  // vxids already reported
   std::deque<std::uint64_t> recent_order_;
   Clock::time_point last_now_{};
+  // Reused from group to group (their allocations stay): ended nodes, the transaction
+  // of -g raw and vxid 0 batches, and emit_tree's lists.
+  std::vector<std::unique_ptr<Node>> spare_;
+  Transaction single_;
+  std::vector<std::unique_ptr<Node>> taken_;
+  std::vector<const Transaction*> txns_;
+  std::vector<std::uint64_t> kids_;
+  std::vector<std::pair<std::uint64_t, unsigned>> stack_;
 };
 
 }  // namespace ringlog
