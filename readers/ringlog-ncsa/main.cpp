@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -197,18 +198,44 @@ int main(int argc, char** argv) {
     pid_fd = ::open(pid_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (pid_fd < 0) return cli.fail("-P: cannot write " + pid_file + ": " + std::strerror(errno));
   }
-  if (daemonize) {
-    if (::daemon(0, 0) != 0) return cli.fail(std::string("-D: ") + std::strerror(errno));
-    tool::messages_to_syslog(kName);
-  }
-  if (pid_fd >= 0) {
-    std::string pid = std::to_string(::getpid()) + "\n";
-    bool ok = ::write(pid_fd, pid.data(), pid.size()) == ssize_t(pid.size());
+  // -D: the pid file holds the daemon's pid before the command returns, as a service
+  // manager expects of a forking daemon (systemd reads PIDFile= when the parent exits,
+  // and finds it empty if the child were left to write it): the parent writes it.
+  auto write_pid = [&](pid_t pid) {
+    std::string text = std::to_string(pid) + "\n";
+    bool ok = ::write(pid_fd, text.data(), text.size()) == ssize_t(text.size());
     ok = ::close(pid_fd) == 0 && ok;
     if (!ok) {
       ::unlink(pid_file.c_str());
-      return cli.fail("-P: cannot write " + pid_file + ": " + std::strerror(errno));
+      return std::string("-P: cannot write ") + pid_file + ": " + std::strerror(errno);
     }
+    return std::string();
+  };
+  if (daemonize) {
+    pid_t child = ::fork();
+    if (child < 0) return cli.fail(std::string("-D: ") + std::strerror(errno));
+    if (child > 0) {
+      if (pid_fd >= 0) {
+        if (std::string err = write_pid(child); !err.empty()) {
+          ::kill(child, SIGTERM);
+          return cli.fail(err);
+        }
+      }
+      ::_exit(tool::kExitOk);
+    }
+    if (pid_fd >= 0) ::close(pid_fd);
+    pid_fd = -1;
+    // What daemon(3) does after its fork: a session of its own, /, no terminal.
+    ::setsid();
+    [[maybe_unused]] int chdir_rc = ::chdir("/");
+    if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
+      for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
+      if (null > 2) ::close(null);
+    }
+    tool::messages_to_syslog(kName);
+  }
+  if (pid_fd >= 0) {
+    if (std::string err = write_pid(::getpid()); !err.empty()) return cli.fail(err);
   }
   tool::install_signal_handlers();
 
