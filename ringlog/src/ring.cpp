@@ -616,6 +616,15 @@ struct Batch {
   Cell* extra = nullptr;  // the queue as the holder took it late in its commit (Q12)
 };
 
+// Counts messages dropped, in the totals and in the notice still to be written. Under
+// the tail lock: the pending counts are written by lock holders only.
+inline void count_dropped(Header& h, std::uint64_t msgs, std::uint64_t bytes) noexcept {
+  h.msgs_dropped.fetch_add(msgs, std::memory_order_relaxed);
+  h.bytes_dropped.fetch_add(bytes, std::memory_order_relaxed);
+  h.pending_drop_msgs.store(h.pending_drop_msgs.load(std::memory_order_relaxed) + msgs, std::memory_order_relaxed);
+  h.pending_drop_bytes.store(h.pending_drop_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
+
 // Releases every carried cell of a chain with `result`.
 inline void release_chain(Cell* chain, const Cell* self, std::uint32_t result) noexcept {
   for (Cell* c = chain; c;) {
@@ -692,19 +701,10 @@ template <bool Single, bool Pow2>
       return kRetry;
     }
     // Drop the whole batch; the tail (and its RC byte) stay as they were.
-    std::uint64_t bytes = needed;
-    h->msgs_dropped.fetch_add(count, std::memory_order_relaxed);
-    h->bytes_dropped.fetch_add(bytes, std::memory_order_relaxed);
-    h->pending_drop_msgs.store(h->pending_drop_msgs.load(std::memory_order_relaxed) + count,
-                               std::memory_order_relaxed);
-    h->pending_drop_bytes.store(h->pending_drop_bytes.load(std::memory_order_relaxed) + bytes,
-                                std::memory_order_relaxed);
+    count_dropped(*h, count, needed);
     if (held) r.check_dead_periodic();  // a dead reader or writer may be in the way
     r.unlock_tail(t);
-    if constexpr (!Single) {
-      release_chain(batch.chain, batch.self, kDropped);
-      release_chain(batch.extra, nullptr, kDropped);
-    }
+    if constexpr (!Single) release_chain(batch.chain, batch.self, kDropped);
     return kDropped;
   }
 
@@ -713,7 +713,7 @@ template <bool Single, bool Pow2>
   if (q.head.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
     if constexpr (Single) {
       return kCarry;  // nothing written yet: the caller commits again as a batch
-    } else if (!batch.extra) {
+    } else {
       // Q12: queue head exchange -> empty (acq_rel); pairs with Q1 of the cells taken:
       // their messages are visible. Their writers see the head move (Q6) and wait.
       batch.extra = static_cast<Cell*>(q.head.exchange(nullptr, std::memory_order_acq_rel));
@@ -726,12 +726,7 @@ template <bool Single, bool Pow2>
           count += n;
         } else {  // no room for them: dropped, as they would have been on their own
           head = before;
-          h->msgs_dropped.fetch_add(n, std::memory_order_relaxed);
-          h->bytes_dropped.fetch_add(more, std::memory_order_relaxed);
-          h->pending_drop_msgs.store(h->pending_drop_msgs.load(std::memory_order_relaxed) + n,
-                                     std::memory_order_relaxed);
-          h->pending_drop_bytes.store(h->pending_drop_bytes.load(std::memory_order_relaxed) + more,
-                                      std::memory_order_relaxed);
+          count_dropped(*h, n, more);
           release_chain(batch.extra, nullptr, kDropped);
           batch.extra = nullptr;
         }
