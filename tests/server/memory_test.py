@@ -25,20 +25,13 @@ import procs  # noqa: E402
 URL = "/size/1024"  # cacheable: hits after the first request
 
 
-def status_kb(pid, field):
-    with open(f"/proc/{pid}/status") as f:
+def proc_kb(pid, name, field):
+    """A `field: N kB` line of /proc/PID/NAME (status, smaps_rollup), in KiB."""
+    with open(f"/proc/{pid}/{name}") as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/{pid}/status")
-
-
-def rollup_kb(pid, field):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/{pid}/smaps_rollup")
+    raise RuntimeError(f"no {field} in /proc/{pid}/{name}")
 
 
 def all_trimmed(p):
@@ -69,7 +62,7 @@ def run_waves(args, waves=6, conns=400):
         check(r.returncode == 0 and "requests in" in r.stdout, f"wave {i + 1}: wrk ran", r.stdout + r.stderr)
         if not wait_for(lambda: all_trimmed(p), 60):
             check(False, f"wave {i + 1}: every session closed and its memory trimmed: {p.stats()}")
-        rss.append(status_kb(p.proc.pid, "RssAnon"))
+        rss.append(proc_kb(p.proc.pid, "status", "RssAnon"))
     print(f"  RssAnon after each wave (kB): {rss}", flush=True)
     st = p.stats()
     check(st["MAIN.client_req"] > 0 and st["MAIN.client_resp_2xx"] == st["MAIN.client_req"],
@@ -116,11 +109,11 @@ def idle_connections(args, n=300):
         s.close()
     if not wait_for(lambda: all_trimmed(p) and procs.sleeping(p.proc.pid), 60):
         check(False, f"warm-up sessions closed and trimmed: {p.stats()}")
-    before = rollup_kb(p.proc.pid, "Pss_Anon")
+    before = proc_kb(p.proc.pid, "smaps_rollup", "Pss_Anon")
     conns = hold_idle(p.port, n)
     if not wait_for(lambda: p.stat("MAIN.sess_active") == n and procs.sleeping(p.proc.pid), 60):
         check(False, f"{n} sessions open and the proxy asleep: {p.stats()}")
-    after = rollup_kb(p.proc.pid, "Pss_Anon")
+    after = proc_kb(p.proc.pid, "smaps_rollup", "Pss_Anon")
     per = (after - before) * 1024 // n
     print(f"  Pss_Anon {before} kB, with {n} idle connections {after} kB: {per} bytes each", flush=True)
     # An idle connection holds its Session (under 1 KiB) and no buffer: 16-32 KiB each,
