@@ -57,8 +57,13 @@ struct Image {
   // ringlog layout only (the file is 64-byte aligned: parse() checks it).
   const format::Header& hdr() const noexcept { return *reinterpret_cast<const format::Header*>(file.data()); }
   format::Header& hdr_mut() const noexcept { return *reinterpret_cast<format::Header*>(file.data()); }
-  // Oldest position a message may start at (tail - area_size, or 0).
-  std::uint64_t window_lo() const noexcept { return tail > area_size ? tail - area_size : 0; }
+  // The most bytes from head to tail: the area, but one less in HAProxy's v2 layouts,
+  // whose head and tail are offsets that may not be equal (parse() refuses them).
+  std::uint64_t max_span() const noexcept {
+    return layout == Layout::haproxy_v2 || layout == Layout::haproxy_v2a ? area_size - 1 : area_size;
+  }
+  // Oldest position a message may start at (tail - max_span(), or 0).
+  std::uint64_t window_lo() const noexcept { return tail > max_span() ? tail - max_span() : 0; }
   // Reloads head and tail (a live ring moves).
   void reload_positions() noexcept;
 };
