@@ -68,8 +68,11 @@ class Stat:
     def log(self):
         return "\n".join(self.lines)
 
-    def said(self, pattern):
-        return any(re.search(pattern, l) for l in list(self.lines))
+    def said(self, pattern, timeout=10):
+        """True once a line of its stderr matches pattern. What a scrape tells is written
+        before its response is sent, but this process takes the line from the pipe in
+        another thread, maybe after the response: wait for that thread to have it."""
+        return wait_for(lambda: any(re.search(pattern, l) for l in list(self.lines)), timeout)
 
     def scrape(self):
         """GET /metrics: (status, {(sample name, frozenset of labels): value}); the body
