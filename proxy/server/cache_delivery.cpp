@@ -87,48 +87,9 @@ void Session::store_body() {
   }
   if (!f.unstored.empty() || !ok) {
     // still no room (or failed): nothing more now
-  } else {
-    switch (f.beresp.body) {
-      case http::BodyKind::None:
-      case http::BodyKind::Tunnel:
-        f.body_end = true;
-        break;
-      case http::BodyKind::Length: {
-        std::size_t n = std::size_t(std::min<std::uint64_t>(f.body_left, f.from_backend.size()));
-        std::size_t k = put(f.from_backend.view().substr(0, n));
-        f.from_backend.consume(k);
-        f.body_left -= k;
-        f.body_rx += k;
-        if (f.body_left == 0) f.body_end = true;
-        break;
-      }
-      case http::BodyKind::Chunked:
-        while (!f.from_backend.empty() && !f.body_end && ok && !full) {
-          auto st = f.body_decoder.step(f.from_backend.view());
-          if (st.kind == http::ChunkedDecoder::Step::Data) {
-            std::size_t k = put(st.data);
-            f.body_rx += st.data.size();
-            if (k < st.data.size()) f.unstored.assign(st.data.substr(k));
-          } else if (st.kind == http::ChunkedDecoder::Step::Done) {
-            f.body_end = true;
-          } else if (st.kind == http::ChunkedDecoder::Step::Failed) {
-            std::string_view why = http::error_reason(st.error);
-            f.bereq.recordf(Tag::FetchError, "backend %s: bad chunked body: %.*s", f.backend->spec.name.c_str(),
-                            int(why.size()), why.data());
-            w_.counters().add(M::fetch_failed);
-            end_fetch(false);  // fails the object: its readers get an error
-            return;
-          }
-          f.from_backend.consume(st.consumed);
-        }
-        break;
-      case http::BodyKind::UntilClose: {
-        std::size_t k = put(f.from_backend.view());
-        f.body_rx += k;
-        f.from_backend.consume(k);
-        break;
-      }
-    }
+  } else if (!f.take_body(put)) {
+    end_fetch(false);  // a broken chunked body fails the object: its readers get an error
+    return;
   }
   if (!ok) {
     f.bereq.record(Tag::FetchError, "storage exhausted");
@@ -147,10 +108,8 @@ void Session::store_body() {
   if (f.body_end && f.unstored.empty()) {
     if (f.into->transient()) f.into->finish();
     else srv_.cache()->finish(f.into);
-    bool reusable = f.beresp.keep_alive && f.beresp.body != http::BodyKind::UntilClose && f.from_backend.empty() &&
-                    f.to_backend.empty() && f.req_body_sent;
     RP_TRACE(req_txn_, "fetch body stored bytes=%llu", (unsigned long long)f.body_rx);
-    end_fetch(reusable);
+    end_fetch(f.reusable());
   }
 }
 

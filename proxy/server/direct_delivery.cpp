@@ -103,8 +103,8 @@ void Session::fill_response() {
   if (resp_stage_ != Resp::Body || !fetch_) return;
   Fetch& f = *fetch_;
   bool no_body = req_method_ == http::Method::Head || resp_status_ == 204 || resp_status_ == 304;
-  auto emit = [&](std::string_view d) {
-    if (d.empty() || no_body) return;
+  auto emit = [&](std::string_view d) -> std::size_t {
+    if (d.empty() || no_body) return d.size();
     if (resp_chunked_) {
       char h[http::kChunkHeaderMax];
       std::size_t hl = http::chunk_header(h, d.size());
@@ -115,53 +115,17 @@ void Session::fill_response() {
       client_out_.append(d);
     }
     resp_body_tx_ += d.size();
+    return d.size();
   };
-  switch (f.beresp.body) {
-    case http::BodyKind::None:
-    case http::BodyKind::Tunnel:
-      f.body_end = true;
-      break;
-    case http::BodyKind::Length: {
-      std::size_t n = std::size_t(std::min<std::uint64_t>(f.body_left, f.from_backend.size()));
-      emit(f.from_backend.view().substr(0, n));
-      f.from_backend.consume(n);
-      f.body_left -= n;
-      f.body_rx += n;
-      if (f.body_left == 0) f.body_end = true;
-      break;
-    }
-    case http::BodyKind::Chunked:
-      while (!f.from_backend.empty() && !f.body_end) {
-        auto s = f.body_decoder.step(f.from_backend.view());
-        if (s.kind == http::ChunkedDecoder::Step::Data) {
-          emit(s.data);
-          f.body_rx += s.data.size();
-        } else if (s.kind == http::ChunkedDecoder::Step::Done) {
-          f.body_end = true;
-        } else if (s.kind == http::ChunkedDecoder::Step::Failed) {
-          std::string_view why = http::error_reason(s.error);
-          f.bereq.recordf(Tag::FetchError, "backend %s: bad chunked body: %.*s", f.backend->spec.name.c_str(),
-                          int(why.size()), why.data());
-          w_.counters().add(M::fetch_failed);
-          fetch_cut();
-          return;
-        }
-        f.from_backend.consume(s.consumed);
-      }
-      break;
-    case http::BodyKind::UntilClose:
-      emit(f.from_backend.view());
-      f.body_rx += f.from_backend.size();
-      f.from_backend.clear();
-      break;
+  if (!f.take_body(emit)) {
+    fetch_cut();
+    return;
   }
   if (f.body_end) {
     if (resp_chunked_ && !no_body) client_out_.append(http::kLastChunk);
     w_.counters().add(M::s_resp_bodybytes, resp_body_tx_);
     resp_stage_ = Resp::Queued;
-    bool reusable = f.beresp.keep_alive && f.beresp.body != http::BodyKind::UntilClose && f.from_backend.empty() &&
-                    f.to_backend.empty() && f.req_body_sent;
-    end_fetch(reusable);
+    end_fetch(f.reusable());
   }
 }
 

@@ -248,6 +248,61 @@ bool Fetch::transport_receives() const noexcept {
          unstored.empty() && (beresp.body == http::BodyKind::Length || beresp.body == http::BodyKind::UntilClose);
 }
 
+bool Fetch::take_body_(std::size_t (*take)(void*, std::string_view), void* ctx) {
+  switch (beresp.body) {
+    case http::BodyKind::None:
+    case http::BodyKind::Tunnel:
+      body_end = true;
+      break;
+    case http::BodyKind::Length: {
+      std::size_t n = std::size_t(std::min<std::uint64_t>(body_left, from_backend.size()));
+      std::size_t k = take(ctx, from_backend.view().substr(0, n));
+      from_backend.consume(k);
+      body_left -= k;
+      body_rx += k;
+      if (body_left == 0) body_end = true;
+      break;
+    }
+    case http::BodyKind::Chunked:
+      while (!from_backend.empty() && !body_end) {
+        auto st = body_decoder.step(from_backend.view());
+        if (st.kind == http::ChunkedDecoder::Step::Failed) {
+          std::string_view why = http::error_reason(st.error);
+          bereq.recordf(Tag::FetchError, "backend %s: bad chunked body: %.*s", backend->spec.name.c_str(),
+                        int(why.size()), why.data());
+          w_.counters().add(M::fetch_failed);
+          return false;
+        }
+        bool short_take = false;
+        if (st.kind == http::ChunkedDecoder::Step::Data) {
+          std::size_t k = take(ctx, st.data);
+          body_rx += st.data.size();
+          if (k < st.data.size()) {
+            unstored.assign(st.data.substr(k));  // before consume(): st.data is in from_backend
+            short_take = true;
+          }
+        } else if (st.kind == http::ChunkedDecoder::Step::Done) {
+          body_end = true;
+        }
+        from_backend.consume(st.consumed);
+        if (short_take) break;
+      }
+      break;
+    case http::BodyKind::UntilClose: {
+      std::size_t k = take(ctx, from_backend.view());
+      body_rx += k;
+      from_backend.consume(k);
+      break;
+    }
+  }
+  return true;
+}
+
+bool Fetch::reusable() const noexcept {
+  return beresp.keep_alive && beresp.body != http::BodyKind::UntilClose && from_backend.empty() &&
+         to_backend.empty() && req_body_sent;
+}
+
 void Fetch::receive_body(BackendConn& c) {
   if (!body_recv) {
     body_recv = std::make_unique<delivery::RecvOp>();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "backend.hpp"
 #include "io_buf.hpp"
@@ -55,6 +56,22 @@ class Fetch {
   bool check_timer(std::uint64_t now);
   // io_uring: the body is received by the transport straight into the object.
   bool transport_receives() const noexcept;
+  // The one step over the response body that both delivery paths take (direct delivery
+  // sends the bytes, cache delivery stores them): the next body bytes in from_backend,
+  // unframed as beresp says (Length: up to body_left; chunked: decoded; until close:
+  // what came; no body: none), go to take(bytes), which returns how many it accepted.
+  // Stops when from_backend runs dry, the body ends (body_end) or take accepts less
+  // than it was given (decoded bytes it left wait in `unstored`). false: the chunked
+  // framing is broken (logged as FetchError and counted); the caller ends the fetch.
+  template <class Take>
+  bool take_body(Take&& take) {
+    using T = std::remove_reference_t<Take>;
+    return take_body_([](void* t, std::string_view d) -> std::size_t { return (*static_cast<T*>(t))(d); },
+                      const_cast<void*>(static_cast<const void*>(&take)));
+  }
+  // The backend connection may go back to the pool: keep-alive, a framed body read to
+  // its end with nothing after it, and the whole request sent.
+  bool reusable() const noexcept;
 
   ringlog::Txn bereq;                   // the fetch's transaction
   Backend* backend = nullptr;           // the origin asked (a configured backend or the demo origin)
@@ -76,6 +93,7 @@ class Fetch {
   std::unique_ptr<delivery::RecvOp> body_recv;  // the transport's receive into `into`
 
  private:
+  bool take_body_(std::size_t (*take)(void*, std::string_view), void* ctx);
   void pick_backend();
   bool connect();
   void fail(int status, const char* why, std::uint32_t counter);
