@@ -1,6 +1,6 @@
 // The session's own stages (see session.hpp): the client socket, request heads and
-// their routing (tunnel, PURGE, lookup, fetch), request bodies, the end of a request
-// (keep-alive or close), the client-side timeouts, and the fetch's reactions.
+// their routing (tunnel, PURGE, lookup, fetch), the end of a request (keep-alive or
+// close), the client-side timeouts, and the fetch's reactions.
 #include "session.hpp"
 
 #include <sys/epoll.h>
@@ -333,61 +333,6 @@ void Session::start_fetch(std::string head, std::string_view method_name, std::s
                                    std::move(spare_from_backend_));
   fetch_->req_body_sent = req_body_done_;
   fetch_->start(std::move(head), method_name, url, m);
-}
-
-// Request body: client input -> backend output.
-void Session::pump_request_body() {
-  if (client_in_.empty()) return;
-  Fetch* f = fetch_.get();
-  if (f && f->to_backend.size() >= kHighWater) return;
-  Buf* dst = (f && f->state != Fetch::Done && f->state != Fetch::Failed) ? &f->to_backend : nullptr;
-  if (req_body_ == http::BodyKind::Length) {
-    std::size_t n = std::size_t(std::min<std::uint64_t>(req_body_left_, client_in_.size()));
-    if (dst) dst->append(client_in_.view().substr(0, n));
-    client_in_.consume(n);
-    req_body_left_ -= n;
-    req_body_rx_ += n;
-    if (req_body_left_ == 0) req_body_done_ = true;
-  } else if (req_body_ == http::BodyKind::Chunked) {
-    while (!client_in_.empty() && !req_body_done_) {
-      auto s = req_body_decoder_.step(client_in_.view());
-      if (s.kind == http::ChunkedDecoder::Step::Data) {
-        if (dst) {
-          char h[http::kChunkHeaderMax];
-          std::size_t hl = http::chunk_header(h, s.data.size());
-          dst->append({h, hl});
-          dst->append(s.data);
-          dst->append(http::kChunkDataEnd);
-        }
-        req_body_rx_ += s.data.size();
-      } else if (s.kind == http::ChunkedDecoder::Step::Done) {
-        if (dst) dst->append(http::kLastChunk);
-        req_body_done_ = true;
-      } else if (s.kind == http::ChunkedDecoder::Step::Failed) {
-        client_in_.consume(s.consumed);
-        std::string_view why = http::error_reason(s.error);
-        req_txn_.recordf(Tag::Error, "request body: %.*s", int(why.size()), why.data());
-        w_.counters().add(M::client_req_400);
-        RP_TRACE(req_txn_, "recv body failed");
-        if (fetch_) end_fetch(false);
-        req_body_done_ = true;
-        close_reason_ = "RX_BAD";
-        if (resp_stage_ == Resp::None) {
-          synth(400, why, true);
-        } else {
-          close_session("RX_BAD");
-        }
-        return;
-      }
-      client_in_.consume(s.consumed);
-    }
-  }
-  if (req_body_done_) {
-    req_txn_.timestamp("ReqBody");
-    w_.counters().add(M::s_req_bodybytes, req_body_rx_);
-    RP_TRACE(req_txn_, "recv body done bytes=%llu", (unsigned long long)req_body_rx_);
-    if (f) f->req_body_sent = true;
-  }
 }
 
 void Session::drive_later() {

@@ -4,7 +4,8 @@
 //   recv -> [tunnel hook] -> lookup -> fetch -> deliver -> done
 // The Session owns its request's Fetch (fetch.hpp) and its delivery state; the stages'
 // code is in the files named after them:
-//   session.cpp          socket I/O, request heads, routing, request bodies, done, timeouts
+//   session.cpp          socket I/O, request heads, routing, done, timeouts
+//   request_body.cpp     the request body, client input to the fetch's backend output
 //   lookup.cpp           the cache's step: hit, miss, wait, pass, PURGE
 //   direct_delivery.cpp  responses written into the client buffer: the backend's (pass,
 //                        cache off) with back-pressure, and synthetic ones
