@@ -12,6 +12,7 @@ effects are checked.
 import os
 import signal
 import socket
+import socketserver
 import stat
 import subprocess
 import sys
@@ -19,8 +20,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import e2e  # noqa: E402
-from e2e import (CHILDREN, Origin, Proxy, check, curl, free_port, read_response, recs, stop, tags,  # noqa: E402
-                 wait_for, wait_port)
+from e2e import (CHILDREN, LocalTCPServer, Origin, Proxy, check, curl, free_port, read_response, recs, stop,  # noqa: E402
+                 tags, wait_for, wait_port)
 from checks import need  # noqa: E402
 import procs  # noqa: E402
 
@@ -314,6 +315,44 @@ def case_backend_errors():
     check(st["VBE.dead.fail"] >= 1 and st["VBE.dead.sick"] >= 1 and st["VBE.dead.healthy"] == 1, "VBE counters")
     p.stop()
     o.stop()
+
+
+class BadChunkHandler(socketserver.BaseRequestHandler):
+    """An origin whose chunked body breaks after its first chunk: "5 hello", then a
+    chunk size of "zz". Holds the connection until the proxy closes it."""
+
+    def handle(self):
+        s = self.request
+        s.settimeout(10)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                b = s.recv(65536)
+                if not b:
+                    return
+                head += b
+            s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nCache-Control: max-age=60\r\n\r\n"
+                      b"5\r\nhello\r\nzz\r\n")
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+
+
+def case_bad_backend_chunk():
+    """A backend's broken chunked body, delivered directly (--cache off) and through the
+    cache: the client's response is cut, FetchError says why, fetch_failed counts it."""
+    origin = LocalTCPServer(BadChunkHandler)
+    for args in (["--cache", "off"], []):
+        p = Proxy([f"bad=127.0.0.1:{origin.port}"], args=args)
+        r = curl("-o", "/dev/null", "-w", "%{http_code}", p.url("/bad"))
+        check(r.returncode != 0, f"{args or 'cache'}: response cut (rc={r.returncode}, {r.stdout})")
+        txns = p.settle(1)
+        fe = [x for t in txns if t["type"] == "bereq" for x in recs(t, "FetchError")]
+        check(any("bad chunked body" in x for x in fe), f"{args or 'cache'}: FetchError for the chunk size {fe}")
+        check(p.stats()["MAIN.fetch_failed"] == 1, f"{args or 'cache'}: fetch_failed counted once")
+        p.stop()
+    origin.stop()
 
 
 def case_round_robin():
