@@ -468,6 +468,17 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
   if (saved >= kRcUnknown && m.rc(t - 1).load(std::memory_order_acquire) == kRcWriting)
     saved = repair::live_readers_at(v, t - 1, repair::system_alive);
   repair::undo_dead_lock(v, t, dead, saved);
+  // An owner that died between L3 and W3 left no owner word, but its writer slot still
+  // records the batch it never published at t (W9). Forget it, as undo_dead_lock does
+  // a known owner's: else the first dead-process check after the tail passed it finds
+  // the live batch then at t-1 hidden behind its 0xFF (T4) and pads it.
+  if (o == 0)
+    for (auto& ws : h->writers) {
+      std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
+      if (pid && pid != self_pid() && ws.inflight_pos.load(std::memory_order_relaxed) == t &&
+          !process_alive(static_cast<pid_t>(pid), ws.start_time))
+        repair::forget_writer(ws);
+    }
   unlock_tail(t);
 }
 
