@@ -433,10 +433,16 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
       return;
     }
     if (now - unknown_since < kUnknownOwnerNs) return;
+    // Lockers are writers and pinned readers (lock_tail(-1)): a dead one of either.
     bool any_dead = false;
     for (unsigned i = 0; i < kWriterSlots && !any_dead; ++i) {
       std::uint32_t pid = h->writers[i].pid.load(std::memory_order_relaxed);
       if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->writers[i].start_time))
+        any_dead = true;
+    }
+    for (unsigned i = 0; i < kReaderSlots && !any_dead; ++i) {
+      std::uint32_t pid = h->readers[i].pid.load(std::memory_order_relaxed);
+      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->readers[i].start_time))
         any_dead = true;
     }
     if (!any_dead) return;

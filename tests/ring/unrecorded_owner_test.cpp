@@ -1,5 +1,6 @@
 // Recovery of a tail lock whose dead holder left no owner word (owner 0): one that died
-// between L3 and W3 of its commit, with the record of a batch it never published. The
+// between L3 and W3 of its commit, with the record of a batch it never published, and
+// one that holds no writer slot (a pinned reader that died between L1 and L2). The
 // schedule is forced: the dead holder's state is forged in the file, and a live
 // writer is held between its W3 and W4 ("copied", test hooks) while another thread
 // runs the dead-process check.
@@ -105,6 +106,42 @@ TEST(Recovery, AnUnrecordedOwnersUnpublishedBatchIsForgotten) {
   EXPECT_EQ(r.stats().lock_recoveries, 1u);
   EXPECT_EQ(r.stats().torn_discarded, 0u) << "a live batch was padded as a dead writer's torn one";
   EXPECT_EQ(ws.inflight_pos.load(), 0u);
+  Reader rd = Reader::open(p, {.start = StartAt::oldest});
+  EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
+}
+
+TEST(Recovery, TailLockOfAPinnedReaderThatDiedUnrecordedIsRecovered) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 8192});
+  r.write("one");
+  Header& h = r.header();
+  // A pinned reader that died between its L1 and L2 (lock_tail(-1): attaching, or
+  // the dead-process check of a long wait on 0xFF): the tail locked, owner 0, its
+  // reader slot naming a dead pid, and no writer slot of a dead process.
+  ReaderSlot& rs = h.readers[5];
+  rs.start_time = 1;
+  rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
+  rs.pos.store(kNoPos);
+  rs.pid.store(static_cast<std::uint32_t>(dead_pid()));
+  const std::uint64_t t = h.tail.load();
+  h.owner.store(0);
+  h.tail.store(t | kTailLock);
+
+  std::atomic<bool> written{false};
+  WriteStatus res{};
+  std::thread writer([&] {
+    res = r.write("two");
+    written.store(true);
+  });
+  const bool recovered = ringlog::test::wait_until([&] { return written.load(); });
+  EXPECT_TRUE(recovered) << "the writer still waits on a lock nobody recovers";
+  if (!recovered) h.tail.store(t);  // unlock by hand, so that the writer can end
+  writer.join();
+
+  EXPECT_EQ(res, WriteStatus::ok);
+  EXPECT_EQ(r.stats().lock_recoveries, recovered ? 1u : 0u);
+  r.check_dead();  // the dead reader's slot is freed too
+  EXPECT_EQ(rs.pid.load(), 0u);
   Reader rd = Reader::open(p, {.start = StartAt::oldest});
   EXPECT_EQ(drain(rd), (std::vector<std::string>{"one", "two"}));
 }
