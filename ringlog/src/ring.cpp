@@ -17,12 +17,15 @@
 //  Q1/Q5/Q3 (publish)      ->  Q4/Q8/Q9 (the next writer, the leader)
 //  Q2 hand-over            ->  Q10/Q11 (the carried waiter)
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cinttypes>
 #include <climits>
+#include <mutex>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -59,7 +62,9 @@ constexpr unsigned kCarriedSleeps = 50;    // a carried writer's sleeps before i
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
 constexpr std::uint32_t kRetry = 8;  // commit(): the lock was released, take it again and retry
-constexpr std::uint32_t kCarry = 16;  // commit<Single>(): writers queued meanwhile, commit as a batch
+// commit<Single>(): not the plain case (writers queued meanwhile, a drop notice due, no
+// room, a pinned reader): still locked and nothing written; commit it as a batch.
+constexpr std::uint32_t kAsBatch = 16;
 
 
 // One message to write: computed once by writev, used by the lock holder and the copy.
@@ -67,9 +72,17 @@ struct Msg {
   const iovec* parts = nullptr;
   std::size_t nparts = 0;
   std::uint64_t len = 0;     // payload bytes to copy (after truncation)
-  std::uint64_t word = 0;    // varint word: len << 2 | kind
+  std::uint64_t varint = 0;  // the framing varint (len << 2 | kind), packed (varint_pack)
   std::uint64_t needed = 0;  // 1 (RC) + varint + len
+  std::size_t varint_len() const noexcept { return static_cast<std::size_t>(needed - 1 - len); }
 };
+static_assert(std::endian::native == std::endian::little, "Msg::varint holds the varint's bytes in memory order");
+
+inline Msg make_msg(const iovec* parts, std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
+  std::size_t vl;
+  std::uint64_t v = varint_pack((len << kKindBits) | std::uint64_t(kind), vl);
+  return {parts, nparts, len, v, 1 + vl + len};
+}
 
 // A queued writer's stack cell: its message plus the queue's links and hand-over state.
 struct Cell : Msg {
@@ -225,7 +238,6 @@ struct Area {
 template <bool Pow2>
 [[gnu::always_inline]] inline std::uint64_t message_span(const Area<Pow2>& m, std::uint64_t pos,
                                                         std::uint64_t limit) noexcept {
-  std::uint64_t word = 0;
 #ifndef RINGLOG_TSAN
   // Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
   // wrap, read straight from the area. The two bytes may lie at or past limit (the
@@ -244,6 +256,7 @@ template <bool Pow2>
   }
 #endif
   if (limit - pos < 2) return 0;  // no room for even a one-byte length
+  std::uint64_t word = 0;
   std::size_t vl = varint_decode([m, pos](std::size_t i) { return m.byte(pos + 1 + i); },
                                  static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, limit - pos - 1)),
                                  word);
@@ -269,32 +282,38 @@ const char* to_string(WriteStatus s) noexcept {
 // ---------------------------------------------------------------- slots
 
 // What the write path needs about the calling thread and the last ring it wrote to,
-// in one thread-local block (one TLS address computation): checked with three compares
-// before anything else. A fork, or set_thread_index(), invalidates it.
+// in one thread-local block (one TLS address computation): checked with one compare
+// (ring ids are never reused in a process) before anything else. A fork (the handler
+// below, in the child's one thread) or set_thread_index() invalidates it.
 struct WriterCtx {
   const Ring::Impl* impl = nullptr;
-  std::uint64_t id = 0;
+  std::uint64_t id = 0;  // 0: none
   std::uint32_t pid = 0;
   int slot = -1;
   std::uint64_t owner = 0;  // owner_word(pid, slot)
   Ring::Impl::Queue* queue = nullptr;
 };
 thread_local WriterCtx t_ctx;
+std::once_flag g_ctx_atfork_once;
 
-inline const WriterCtx& writer_ctx(Ring::Impl& r) noexcept {
+[[gnu::noinline]] const WriterCtx& writer_ctx_slow(Ring::Impl& r) noexcept {
+  std::call_once(g_ctx_atfork_once, [] { ::pthread_atfork(nullptr, nullptr, [] { t_ctx.id = 0; }); });
   std::uint32_t pid = self_pid();
-  if (t_ctx.impl == &r && t_ctx.id == r.id && t_ctx.pid == pid) [[likely]]
-    return t_ctx;
   int s = r.writer_slot_slow(pid);
   t_ctx = {&r, r.id, pid, s, owner_word(pid, static_cast<std::uint32_t>(s)), &r.queues[thread_index() % r.nqueues]};
   return t_ctx;
+}
+
+inline const WriterCtx& writer_ctx(Ring::Impl& r) noexcept {
+  if (t_ctx.id == r.id) [[likely]] return t_ctx;
+  return writer_ctx_slow(r);
 }
 
 int Ring::Impl::writer_slot() noexcept { return writer_ctx(*this).slot; }
 
 void set_thread_index(unsigned index) noexcept {
   t_thread_index = index;
-  t_ctx.impl = nullptr;  // the cached wait queue follows the index
+  t_ctx.id = 0;  // the cached wait queue follows the index
 }
 
 int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
@@ -363,7 +382,7 @@ Ring::Impl::~Impl() {
 
 // ---------------------------------------------------------------- tail lock
 
-bool Ring::Impl::try_lock_tail(std::uint64_t& t) noexcept {
+inline bool Ring::Impl::try_lock_tail(std::uint64_t& t) noexcept {
   t = m.hdr->tail.load(std::memory_order_relaxed);
   if (t & kTailLock) return false;
   // L1: tail CAS sets the lock bit (acquire); pairs with W3/L4 of the previous holder:
@@ -556,14 +575,15 @@ template <bool Pow2>
 [[gnu::always_inline]] inline bool reclaim(const Area<Pow2>& m, std::uint64_t& head, std::uint64_t t,
                                            std::uint64_t new_tail, std::uint8_t& held) noexcept {
   // The batch fits once head + size >= new_tail.
-  if (head + m.size >= new_tail) [[likely]] return true;
+  if (head + m.size >= new_tail) return true;  // no hint: a ring in use is full
   const std::uint64_t want = new_tail - m.size;
   do {
     // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
     // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
     std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
-    std::uint64_t span = rc == 0 ? message_span(m, head, t) : 0;
-    if (span == 0 || head + span > t - 1) [[unlikely]] {  // held, or damaged framing: do not guess
+    // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
+    std::uint64_t span = rc == 0 ? message_span(m, head, t - 1) : 0;
+    if (span == 0) [[unlikely]] {  // held, or damaged framing: do not guess
       held = rc;
       return false;
     }
@@ -580,7 +600,13 @@ template <bool Pow2>
   std::uint64_t o = m.off(pos + 1);
   if (o + (c.needed - 1) <= m.size) [[likely]] {
     std::uint8_t* d = m.base + o;
-    d += varint_encode(c.word, d);
+    // The varint in one store when the message has 8 bytes for it: what lies past the
+    // varint is this message's payload, written next.
+    if (c.needed - 1 >= sizeof c.varint) [[likely]]
+      std::memcpy(d, &c.varint, sizeof c.varint);
+    else
+      std::memcpy(d, &c.varint, c.varint_len());
+    d += c.varint_len();
     RINGLOG_HOOK("mid_copy");
     std::uint64_t left = c.len;
     for (std::size_t i = 0; i < c.nparts && left; ++i) {
@@ -592,9 +618,8 @@ template <bool Pow2>
     return pos + c.needed;
   }
 #endif
-  std::uint8_t vb[kVarintMax];
-  std::size_t vl = varint_encode(c.word, vb);
-  m.copy_in(pos + 1, vb, vl);
+  std::size_t vl = c.varint_len();
+  m.copy_in(pos + 1, &c.varint, vl);
   RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
   std::uint64_t p = pos + 1 + vl, left = c.len;
   for (std::size_t i = 0; i < c.nparts && left; ++i) {
@@ -635,11 +660,13 @@ struct Batch {
 
 // Counts messages dropped, in the totals and in the notice still to be written. Under
 // the tail lock: the pending counts are written by lock holders only.
-inline void count_dropped(Header& h, std::uint64_t msgs, std::uint64_t bytes) noexcept {
-  h.msgs_dropped.fetch_add(msgs, std::memory_order_relaxed);
+// Returns the ring's count of dropped messages before this drop.
+inline std::uint64_t count_dropped(Header& h, std::uint64_t msgs, std::uint64_t bytes) noexcept {
+  std::uint64_t before = h.msgs_dropped.fetch_add(msgs, std::memory_order_relaxed);
   h.bytes_dropped.fetch_add(bytes, std::memory_order_relaxed);
   h.pending_drop_msgs.store(h.pending_drop_msgs.load(std::memory_order_relaxed) + msgs, std::memory_order_relaxed);
   h.pending_drop_bytes.store(h.pending_drop_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  return before;
 }
 
 // Releases every carried cell of a chain with `result`.
@@ -689,6 +716,7 @@ template <bool Single, bool Pow2>
   char note[96];
   std::uint64_t note_need = 0, note_len = 0;
   if (h->pending_drop_msgs.load(std::memory_order_relaxed)) [[unlikely]] {
+    if constexpr (Single) return kAsBatch;
     note_len = drop_note(*h, note);
     note_need = 1 + varint_size((note_len << kKindBits) | std::uint64_t(MsgKind::notice)) + note_len;
   }
@@ -708,6 +736,8 @@ template <bool Single, bool Pow2>
     fits = reclaim(m, head, t, t + needed, held);
   }
 
+  if constexpr (Single)
+    if (!fits) [[unlikely]] return kAsBatch;
   RINGLOG_HOOK("reclaimed");
   if (!fits) [[unlikely]] {
     // A writer still copying there will soon be done: let it run, then try again
@@ -718,8 +748,8 @@ template <bool Single, bool Pow2>
       return kRetry;
     }
     // Drop the whole batch; the tail (and its RC byte) stay as they were.
-    count_dropped(*h, count, needed);
-    if (held) r.check_dead_periodic();  // a dead reader or writer may be in the way
+    std::uint64_t dropped = count_dropped(*h, count, needed);
+    if (held) r.check_dead_periodic(dropped, dropped + count);  // a dead reader or writer may be in the way
     r.unlock_tail(t);
     if constexpr (!Single) release_chain(batch.chain, batch.self, kDropped);
     return kDropped;
@@ -729,7 +759,7 @@ template <bool Single, bool Pow2>
   // so that the batch holds everyone who arrived during this commit.
   if (q.head.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
     if constexpr (Single) {
-      return kCarry;  // nothing written yet: the caller commits again as a batch
+      return kAsBatch;  // nothing written yet: the caller commits again as a batch
     } else {
       // Q12: queue head exchange -> empty (acq_rel); pairs with Q1 of the cells taken:
       // their messages are visible. Their writers see the head move (Q6) and wait.
@@ -799,8 +829,9 @@ template <bool Single, bool Pow2>
                         std::memory_order_relaxed);
   h->bytes_written.store(h->bytes_written.load(std::memory_order_relaxed) + needed + note_need,
                          std::memory_order_relaxed);
-  h->batches.store(h->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  r.check_dead_periodic();
+  const std::uint64_t batches = h->batches.load(std::memory_order_relaxed);
+  h->batches.store(batches + 1, std::memory_order_relaxed);
+  r.check_dead_periodic(batches, batches + 1);
   // Unlock (as unlock_tail, which also resets owner_saved_rc: only needed if we set it).
   h->owner.store(0, std::memory_order_relaxed);  // L3: as in unlock_tail
   if (saved_noted) h->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
@@ -813,7 +844,7 @@ template <bool Single, bool Pow2>
   std::uint64_t pos = t - 1;
   if (note_need) [[unlikely]] {
     iovec part{note, static_cast<std::size_t>(note_len)};
-    Msg nm{&part, 1, note_len, (note_len << kKindBits) | std::uint64_t(MsgKind::notice), note_need};
+    const Msg nm = make_msg(&part, 1, note_len, MsgKind::notice);
     pos = copy_message(m, pos, nm);
   }
   if constexpr (Single) {
@@ -862,15 +893,15 @@ template <bool Single>
   do {
     std::uint64_t t = r.lock_tail(slot);
     res = r.m.mask ? commit<Single, true>(r, q, slot, t, batch) : commit<Single, false>(r, q, slot, t, batch);
-    if (Single && res == kCarry)  // still locked at t: the same message, as a batch
+    if (Single && res == kAsBatch)  // still locked at t: the same message, as a batch
       res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
   } while (res == kRetry);
   return res;
 }
 
-// A lone message found writers queued during its commit: it carries them (the lock is
-// still held at t, nothing written yet).
-[[gnu::noinline]] static std::uint32_t commit_carrying(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
+// A lone message that is not the plain case (kAsBatch: writers queued during its commit,
+// whom it carries, a drop notice, no room): the lock is still held at t, nothing written.
+[[gnu::noinline]] static std::uint32_t commit_as_batch(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
                                                        std::uint64_t t, Batch& batch) noexcept {
   std::uint32_t res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
   return res == kRetry ? commit_again<false>(r, q, slot, batch) : res;
@@ -882,7 +913,7 @@ template <bool Single>
   Batch batch{&own};
   std::uint32_t res = r.m.mask ? commit<true, true>(r, q, slot, t, batch) : commit<true, false>(r, q, slot, t, batch);
   if (res < kRetry) [[likely]] return res;
-  if (res == kCarry) return commit_carrying(r, q, slot, t, batch);
+  if (res == kAsBatch) return commit_as_batch(r, q, slot, t, batch);
   return commit_again<true>(r, q, slot, batch);
 }
 
@@ -992,8 +1023,7 @@ namespace {
     h->msgs_refused.fetch_add(1, std::memory_order_relaxed);
     return WriteStatus::too_big;
   }
-  std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
-  const Msg msg{parts, nparts, len, word, 1 + varint_size(word) + len};
+  const Msg msg = make_msg(parts, nparts, len, kind);
   const WriterCtx& ctx = writer_ctx(r);
   std::uint32_t res;
   std::uint64_t t;
@@ -1057,7 +1087,8 @@ void finish_impl(Ring::Impl& impl) {
   std::uint64_t size = impl.m.size;
   std::uint64_t p = size - 2 - varint_size(size << kKindBits);
   while (p && 1 + varint_size(p << kKindBits) + p + 1 > size) --p;
-  impl.max_payload = p;
+  // And a varint of at most 8 bytes (Msg::varint): below 2^51, more than any area.
+  impl.max_payload = std::min<std::uint64_t>(p, (std::uint64_t{1} << 51) - 1);
 }
 
 void make_dirs(const std::string& path) {

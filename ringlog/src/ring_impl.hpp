@@ -165,12 +165,12 @@ struct Ring::Impl : std::enable_shared_from_this<Ring::Impl> {
   void unlock_tail(std::uint64_t t) noexcept;
   void recover_dead_owner(std::uint64_t locked_tail) noexcept;
 
-  // With the tail lock held. Writers call the periodic check on every batch; it looks
-  // at the clock only every 256th call of a thread.
+  // With the tail lock held. Writers call the periodic check with a running count of
+  // the ring's before and after their step (batches written, messages dropped); it
+  // looks at the clock each time that count passes a multiple of 256.
   void check_dead_locked(bool force) noexcept;
-  static inline thread_local unsigned t_check_calls = 0;
-  void check_dead_periodic() noexcept {
-    if ((++t_check_calls & 255) == 0) [[unlikely]] check_dead_locked(false);
+  void check_dead_periodic(std::uint64_t before, std::uint64_t after) noexcept {
+    if ((before ^ after) >> 8) [[unlikely]] check_dead_locked(false);
   }
 
   // A batch blocked by a writer still copying (RC 0xFF at head) waits for it while

@@ -201,6 +201,27 @@ inline std::size_t varint_encode(std::uint64_t v, std::uint8_t* out) {
   return n;
 }
 
+// The varint of v packed into a word as it is laid out in memory on a little-endian
+// machine (its first byte lowest), for one 8-byte store; n gets its length. For
+// values whose varint fits 8 bytes (v < 2^53, as every ring's framing words: a payload
+// is smaller than the area).
+inline std::uint64_t varint_pack(std::uint64_t v, std::size_t& n) {
+  if (v < 240) {
+    n = 1;
+    return v;
+  }
+  std::uint64_t out = (v | 240) & 0xFF;
+  unsigned shift = 8;
+  v = (v - 240) >> 4;
+  while (v >= 128) {
+    out |= ((v | 128) & 0xFF) << shift;
+    shift += 8;
+    v = (v - 128) >> 7;
+  }
+  n = shift / 8 + 1;
+  return out | (v << shift);
+}
+
 // Decodes from a byte source `at(i)`; returns the bytes used, 0 if malformed or longer
 // than `avail`. Works on wrapped ring areas through the accessor.
 template <class At>
