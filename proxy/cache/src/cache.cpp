@@ -118,9 +118,10 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
       expired = o;
     }
   }
-  if (fresh) {
-    const ObjMeta& m = meta(fresh);
-    store_.lru_touch(*fresh);
+  // A hit on a fresh or a stale object: the same counts and the same Hit record.
+  auto hit = [&](const ObjRef& o) {
+    const ObjMeta& m = meta(o);
+    store_.lru_touch(*o);
     st_.hit.fetch_add(1, std::memory_order_relaxed);
     count(M::cache_hit);
     if (txn && txn->enabled(ringlog::Tag::Hit))
@@ -129,7 +130,10 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
                                          .f(m.keep, 6)
                                          .view());
     out.verdict = Verdict::hit;
-    out.obj = fresh;
+    out.obj = o;
+  };
+  if (fresh) {
+    hit(fresh);
     return out;
   }
   if (now < h.hfp_until) {
@@ -140,18 +144,8 @@ Lookup Cache::lookup(const Request& req, delivery::Notify* wait, ringlog::Txn* t
     return out;
   }
   if (stale) {  // grace: serve it, and let exactly one caller refresh it in the background
-    const ObjMeta& m = meta(stale);
-    store_.lru_touch(*stale);
-    st_.hit.fetch_add(1, std::memory_order_relaxed);
+    hit(stale);
     st_.stale_hit.fetch_add(1, std::memory_order_relaxed);
-    count(M::cache_hit);
-    if (txn && txn->enabled(ringlog::Tag::Hit))
-      txn->record(ringlog::Tag::Hit, ringlog::Line()
-                                         .u(m.vxid).sp().f(m.t_origin + m.ttl - now, 6).sp().f(m.grace, 6).sp()
-                                         .f(m.keep, 6)
-                                         .view());
-    out.verdict = Verdict::hit;
-    out.obj = stale;
     out.stale = true;
     if (!h.busy && !h.refreshing) {
       h.refreshing = true;
