@@ -131,6 +131,7 @@ byte fate[NMSG + 1];
 byte order[NMSG];        /* accepted ids in position order */
 byte norder = 0;
 byte gb_first[NW];       /* the batch recorded in slot w: order[gb_first .. + gb_n) */
+bool gb_pub[NW];         /* ... and its W3 ran: published (recovery may pad only such) */
 byte gb_n[NW];
 bool pv_on = 0;          /* the passive reader is between R2 and P2 at pv_pos */
 byte pv_pos = 0;
@@ -209,6 +210,8 @@ inline recover_dead_writers() {
           fx = inf_pos[xi] - 1; fe = inf_end[xi];     /* T3 */
           if
           :: fx >= head && fe <= tail && fe >= fx + 3 && RC(fx) == FF ->   /* T4 */
+             /* a torn batch is one its dead writer published, never a live one's */
+             assert(gb_pub[xi]);
              write_pad(fx, fe - 1);                   /* T5 */
              RC(fx) = inf_saved[xi];                  /* T6 */
              torn_discarded++;
@@ -344,6 +347,25 @@ inline recover_dead_owner(o, lt, me) {
           :: o >= 1 && o <= NW && slot_pid[o - 1] -> inf_pos[o - 1] = 0; slot_pid[o - 1] = 0  /* S5 */
           :: else -> skip
           fi;
+#ifndef MUTANT_UNKNOWN_OWNER_KEEPS_RECORD
+          /* an unknown owner that died between L3 and W3: its slot records the batch
+           * it never published at lt; forget it (recover_dead_owner) */
+          if
+          :: o == 0 ->
+             xi = 0;
+             do
+             :: xi < NW ->
+                if
+                :: slot_pid[xi] && dead[PROC(xi)] && inf_pos[xi] == lt -> inf_pos[xi] = 0; slot_pid[xi] = 0  /* S5 */
+                :: else -> skip
+                fi;
+                xi++
+             :: else -> break
+             od;
+             xi = 0
+          :: else -> skip
+          fi;
+#endif
           owner_saved = UNK;
           lock_recoveries++;
           check_framing()
@@ -355,6 +377,18 @@ inline recover_dead_owner(o, lt, me) {
   fi;
   atomic { ok = 0; o = 0; lt = 0; fx = 0 }
 }
+
+/* The unknown owner's lock is recovered only while a registered process is dead:
+ * some writer slot, or the pinned reader's slot (readers lock the tail too). */
+#if NW == 1
+#define DEAD_WRITER_SLOT (slot_pid[0] && dead[wproc[0]])
+#elif NW == 2
+#define DEAD_WRITER_SLOT ((slot_pid[0] && dead[wproc[0]]) || (slot_pid[1] && dead[wproc[1]]))
+#else
+#define DEAD_WRITER_SLOT ((slot_pid[0] && dead[wproc[0]]) || (slot_pid[1] && dead[wproc[1]]) || \
+                          (slot_pid[2] && dead[wproc[2]]))
+#endif
+#define ANY_DEAD_SLOT (DEAD_WRITER_SLOT || (rs_pid && dead[PPIN]))
 
 /* Waiting on a locked tail (lock_tail, write_queued): take it when free (L1, L2), or
  * recover it from a dead owner. The bounded waits before suspecting the owner are
@@ -370,7 +404,7 @@ inline recover_dead_owner(o, lt, me) {
   atomic { locked && owner == 0 && !(unk_on && unk_tail == tail) -> \
            unk_on = 1; unk_tail = tail; unk_rec = lock_recoveries }
 #define UNKNOWN_MATURED \
-  atomic { locked && owner == 0 && unk_on && unk_tail == tail && \
+  atomic { locked && owner == 0 && unk_on && unk_tail == tail && ANY_DEAD_SLOT && \
            (dead[hold_proc] || lock_recoveries != unk_rec) -> o = 0; lt = tail }
 
 /* Ring::Impl::lock_tail(slot) with owner word ow. */
@@ -527,7 +561,7 @@ inline commit() {
        SPLIT
        WSTORE(nt - 1, 0);                             /* W8: trailing RC */
        inf_saved[w] = saved; inf_end[w] = nt; inf_pos[w] = t;   /* W9 */
-       gb_first[w] = norder; gb_n[w] = cnt
+       gb_first[w] = norder; gb_n[w] = cnt; gb_pub[w] = 0
      };
 #if CHECKS
      if :: recover_dead() :: skip fi;                 /* check_dead_periodic */
@@ -537,7 +571,7 @@ inline commit() {
 #ifndef MUTANT_RELEASE_AFTER_COPY
        SPLIT                                          /* W3: tail = new_tail, unlocks */
        ASSERT_TAIL_RC(nt);
-       tail = nt; locked = 0; hold_proc = NONE;
+       tail = nt; locked = 0; hold_proc = NONE; gb_pub[w] = 1;
        c = w + 1;
        do
        :: c != 0 -> fate[cid[c - 1]] = F_ACCEPTED; order[norder] = cid[c - 1]; norder++; c = cnext[c - 1]
@@ -563,7 +597,7 @@ inline commit() {
 #ifdef MUTANT_RELEASE_AFTER_COPY
      atomic {                                         /* W3 after the copy */
        ASSERT_TAIL_RC(nt);
-       tail = nt; locked = 0; hold_proc = NONE;
+       tail = nt; locked = 0; hold_proc = NONE; gb_pub[w] = 1;
        c = w + 1;
        do
        :: c != 0 -> fate[cid[c - 1]] = F_ACCEPTED; order[norder] = cid[c - 1]; norder++; c = cnext[c - 1]
@@ -580,7 +614,7 @@ inline commit() {
        od;
        xi = 0
        SPLIT
-       inf_pos[w] = 0; inf_end[w] = 0; inf_saved[w] = 0; gb_first[w] = 0; gb_n[w] = 0   /* W11 */
+       inf_pos[w] = 0; inf_end[w] = 0; inf_saved[w] = 0; gb_first[w] = 0; gb_n[w] = 0; gb_pub[w] = 0   /* W11 */
      };
      res = DONE
   fi;

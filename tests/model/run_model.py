@@ -59,6 +59,9 @@ MUTANTS = {
     "carry-no-reclaim": ("MUTANT_CARRY_NO_RECLAIM NA=2 NB=0 MSGS=2 PINNED=1 PASSIVE=0 N=5",
                          "the lock holder carries its queue without reclaiming room for it: "
                          "the batch overwrites messages not yet reclaimed"),
+    "unknown-owner-keeps-record": ("MUTANT_UNKNOWN_OWNER_KEEPS_RECORD NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
+                                   "the recovery of an unrecorded owner that died between L3 and W3 keeps "
+                                   "its record of the batch it never published: a live batch is padded"),
     "unknown-owner-no-backoff": ("MUTANT_NO_UNKNOWN_OWNER_BACKOFF NA=1 NB=1 NC=1 MSGS=1 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
                                  "the second recoverer of an unrecorded owner's lock does not back off "
                                  "(no D9): it takes a live holder's lock"),
