@@ -45,7 +45,12 @@ class SocketConn final : public BackendConn {
     return err;
   }
   bool send(Buf& b, bool& blocked, std::uint64_t* sent) override { return write_from(fd_, b, blocked, sent); }
-  ssize_t recv(Buf& b) override { return read_into(fd_, b); }
+  ssize_t recv(Buf& b) override {
+    bool drained = false;
+    ssize_t n = read_into(fd_, b, kReadChunk, &drained);
+    if (drained && !hup) can_read = false;  // the next bytes raise an event (read_into)
+    return n;
+  }
   void log_open(ringlog::Txn& t, bool reused) override {
     if (!t.enabled(Tag::BackendOpen)) return;
     if (reused) {

@@ -91,12 +91,19 @@ struct Buf {
 };
 
 // recv() into b; returns bytes read, 0 on EOF, -1 with errno (EAGAIN: nothing now).
-inline ssize_t read_into(int fd, Buf& b, std::size_t want = kReadChunk) {
+// drained (if given): the read took less than the room it was offered, so it emptied
+// the socket's receive queue. With edge-triggered epoll, bytes that arrive after it
+// raise a new event, so the caller need not recv() again only to be told EAGAIN (as
+// HAProxy's raw_sock does); unless a hang-up was reported, which raises no new event:
+// then the EOF behind the bytes is only seen by reading on.
+inline ssize_t read_into(int fd, Buf& b, std::size_t want = kReadChunk, bool* drained = nullptr) {
   b.make_room(want);
+  const std::size_t room = b.room();
   ssize_t n;
-  do n = ::recv(fd, b.tail(), b.room(), 0);
+  do n = ::recv(fd, b.tail(), room, 0);
   while (n < 0 && errno == EINTR);
   if (n > 0) b.wr += std::size_t(n);
+  if (drained) *drained = n > 0 && std::size_t(n) < room;
   return n;
 }
 

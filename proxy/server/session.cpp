@@ -71,6 +71,7 @@ Session::~Session() {
 void Session::on_event(std::uint32_t ev) {
   if (fd_ < 0) return;
   if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) client_readable_ = true;
+  if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) client_hup_ = true;  // read on to the EOF
   if (ev & EPOLLOUT) client_writable_ = true;
   if (ev & (EPOLLHUP | EPOLLERR)) client_writable_ = true;  // the send reports the error
   drive();
@@ -167,9 +168,11 @@ void Session::drive_fetch() {
 }
 
 bool Session::read_client() {
-  ssize_t n = read_into(fd_, client_in_);
+  bool drained = false;
+  ssize_t n = read_into(fd_, client_in_, kReadChunk, &drained);
   if (n > 0) {
     moved_ += std::uint64_t(n);
+    if (drained && !client_hup_) client_readable_ = false;  // the next bytes raise an event
     if (!req_active_ && hdr_start_real_ == 0) {
       hdr_start_real_ = ringlog::realtime_ns();
       client_timer_ = Timer::Header;

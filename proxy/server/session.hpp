@@ -140,6 +140,7 @@ class Session final : public Handler {
   std::uint64_t sess_start_real_ = 0, sess_start_mono_ = 0;
   Buf client_in_, client_out_;
   bool client_readable_ = false, client_writable_ = false, client_eof_ = false;
+  bool client_hup_ = false;  // epoll reported a hang-up: reads go on until EOF or EAGAIN
   bool closing_ = false;  // close once client_out_ is flushed
   const char* close_reason_ = "REQ_CLOSE";
   std::uint64_t client_deadline_ = 0;  // the client-side timer (header, idle or send)
