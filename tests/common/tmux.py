@@ -45,9 +45,11 @@ class Tmux:
 
 def run_in_session(tm, session, command, marker, width, height, linger=60):
     """Runs the shell command in a new detached session of width x height; its exit code
-    goes to the file marker, and the pane stays linger seconds so it can still be read."""
+    goes to the file marker, and the pane stays linger seconds so it can still be read.
+    The code is written beside the marker and renamed onto it, so that the marker never
+    exists empty (exit_code() would read it between the shell's open and its write)."""
     tm("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), "sh", "-c",
-       f"{command}; echo $? > {marker}; sleep {linger}")
+       f"{command}; echo $? > {marker}.part; mv {marker}.part {marker}; sleep {linger}")
 
 
 def exit_code(marker, timeout=10):
