@@ -83,6 +83,7 @@ class LttngSession {
 
  private:
   static constexpr const char* kSession = "ringlog-bench";
+  static constexpr int kStartSeconds = 120;  // lttng-sessiond's start, on a loaded machine
 
   static bool in_path(const char* prog) {
     const char* path = std::getenv("PATH");
@@ -202,8 +203,10 @@ class LttngSession {
     // Ready when its client socket exists (seen through the daemon's own root).
     std::string client = private_ns_ ? "/proc/" + std::to_string(pid_) + "/root/run/lttng/client-lttng-sessiond"
                                      : home_ + "/.lttng/client-lttng-sessiond";
+    // Up to 120 s: on a loaded machine a daemon's start takes tens of seconds.
     bool up = false;
-    for (int i = 0; i < 200 && !up; ++i) {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kStartSeconds);
+    while (!up && std::chrono::steady_clock::now() < give_up) {
       int st = 0;
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;
@@ -216,7 +219,7 @@ class LttngSession {
       if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (!up) {
-      why_ = "lttng-sessiond did not come up within 10 s";
+      why_ = "lttng-sessiond did not come up within " + std::to_string(kStartSeconds) + " s (see " + log + ")";
       return;
     }
     std::string sub = std::to_string(subbuf_bytes);

@@ -146,6 +146,32 @@ def wait_port(port, proc=None, timeout=20):
     return bool(ok) and (proc is None or proc.poll() is None)
 
 
+# How long a peer daemon the tests run beside ours (varnishd, haproxy, rsyslogd,
+# prometheus) may take to start. On a loaded machine that is tens of seconds (varnishd,
+# which compiles its VCL with cc before its child starts, took more than 33 s at load
+# 11-15): its start waits on what it does (a port that accepts, a CLI that answers, a
+# file it writes), and this bound only keeps a start that never comes from hanging.
+PEER_START_SECONDS = 120
+
+
+def wait_started(what, proc, ready, output, timeout=PEER_START_SECONDS):
+    """Waits until ready() is true while proc runs, for at most timeout seconds. Returns
+    "" once it is; otherwise a message for the failure saying whether the peer exited
+    (with its status) or is still not ready, after how long, and the tail of output()
+    (the peer's stderr)."""
+    t0 = time.monotonic()
+    ok = wait_for(lambda: proc.poll() is not None or ready(), timeout, 0.1)
+    waited = time.monotonic() - t0
+    if ok and proc.poll() is None:
+        return ""
+    if proc.poll() is not None:
+        how = f"exited with status {proc.returncode} after {waited:.1f} s"
+    else:
+        how = f"still not ready after {waited:.0f} s (pid {proc.pid} runs)"
+    text = output().rstrip()
+    return f"{what} did not start: {how}; its stderr:\n{text[-3000:] if text else '(empty)'}"
+
+
 def wait_file(path, timeout=10.0):
     """Waits until path exists."""
     return bool(wait_for(lambda: os.path.exists(path), timeout))

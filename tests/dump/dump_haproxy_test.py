@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import need  # noqa: E402
-from procs import free_port, wait_for, wait_port  # noqa: E402
+from procs import free_port, port_open, wait_for, wait_started  # noqa: E402
 
 N = 12
 
@@ -61,10 +61,16 @@ frontend web
     if check.returncode != 0:
         print("haproxy rejects the configuration:", check.stdout, check.stderr)
         return 1
-    proc = subprocess.Popen([haproxy, "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = open(os.path.join(work, "haproxy.stderr"), "w+")
+    proc = subprocess.Popen([haproxy, "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=err)
+
+    def stderr_text():
+        err.seek(0)
+        return err.read()
     try:
-        if not wait_port(port, proc):
-            print("haproxy did not listen on", port)
+        why = wait_started(f"haproxy (listening on 127.0.0.1:{port})", proc, lambda: port_open(port), stderr_text)
+        if why:
+            print(why)
             return 1
         expected = []
         for i in range(N):

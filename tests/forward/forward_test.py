@@ -100,7 +100,7 @@ class Rsyslog:
                 except OSError:
                     return False
             return os.path.exists(self.pidfile)
-        wait_for(ready, 20, "rsyslogd to listen")
+        wait_for(ready, procs.PEER_START_SECONDS, "rsyslogd to listen")
         # imudp cannot be probed by connecting: send probe datagrams until one is written
         # (lines() leaves them out).
         for port, out in self.udp.items():
@@ -109,7 +109,7 @@ class Rsyslog:
             def probed():  # one more datagram per poll until one is in the file
                 probe.sendto(f"<14>1 2026-01-01T00:00:00Z probe probe - - - {PROBE}".encode(), ("127.0.0.1", port))
                 return any(PROBE in l for l in _raw_lines(out))
-            wait_for(probed, 20, f"rsyslogd's imudp on port {port} to write a probe")
+            wait_for(probed, procs.PEER_START_SECONDS, f"rsyslogd's imudp on port {port} to write a probe")
             probe.close()
 
     def stop(self, sig=signal.SIGTERM):

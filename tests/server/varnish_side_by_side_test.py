@@ -18,8 +18,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import e2e  # noqa: E402
 from checks import need  # noqa: E402
-from e2e import CHILDREN, Origin, Proxy, check, free_port, recs, request, wait_for, wait_port  # noqa: E402
-from procs import pdeathsig, stop  # noqa: E402
+from e2e import CHILDREN, Origin, Proxy, check, free_port, recs, request, wait_for  # noqa: E402
+from procs import pdeathsig, port_open, stop, wait_started  # noqa: E402
 
 # Set by main() from argv.
 PROXY = ORIGIN = READER = TAIL = NCSA = WORKDIR = CASE = None
@@ -32,10 +32,12 @@ NCSA_FORMAT = "%m %U %s %b %{Varnish:handling}x %{Varnish:hitmiss}x"
 
 
 class Varnish:
-    """varnishd -F with a VCL naming the origin as its only backend, its own -n dir."""
+    """varnishd -F with a VCL naming the origin as its only backend, its own -n dir, and
+    its CLI on a loopback port of its choosing (varnishadm -n finds it and the secret)."""
 
     def __init__(self, origin_port):
         self.varnishd, self.varnishlog, self.varnishncsa = need("varnishd"), need("varnishlog"), need("varnishncsa")
+        self.varnishadm = need("varnishadm")
         self.dir = os.path.join(WORKDIR, f"varnish-{os.getpid()}")
         os.makedirs(self.dir, exist_ok=True)
         vcl = os.path.join(WORKDIR, "side_by_side.vcl")
@@ -43,14 +45,32 @@ class Varnish:
             f.write(f'vcl 4.1;\nbackend default {{ .host = "127.0.0.1"; .port = "{origin_port}"; }}\n')
         self.port = free_port()
         self.out = open(os.path.join(WORKDIR, "varnishd.out"), "w+")
-        self.proc = subprocess.Popen([self.varnishd, "-F", "-n", self.dir, "-j", "none", "-T", "none",
+        self.proc = subprocess.Popen([self.varnishd, "-F", "-n", self.dir, "-j", "none", "-T", "127.0.0.1:0",
                                       "-a", f"127.0.0.1:{self.port}", "-f", vcl, "-s", "malloc,16m",
                                       "-p", "thread_pools=1", "-p", "thread_pool_min=5"],
                                      stdout=self.out, stderr=subprocess.STDOUT, preexec_fn=pdeathsig)
         CHILDREN.append(self.proc)
-        if not wait_port(self.port, self.proc):
-            self.out.seek(0)
-            raise RuntimeError(f"varnishd did not start: {self.out.read()[-2000:]}")
+        # The manager listens before its child runs (it compiles the VCL first, which at
+        # load 11-15 took more than 33 s): started once the CLI says the child runs and
+        # the port accepts.
+        why = wait_started(f"varnishd (-n {self.dir}, 127.0.0.1:{self.port})", self.proc,
+                           lambda: self.child_running() and port_open(self.port), self.output)
+        if why:
+            stop(self.proc)
+            raise RuntimeError(why)
+
+    def child_running(self):
+        try:
+            r = subprocess.run([self.varnishadm, "-n", self.dir, "-t", "10", "status"], capture_output=True,
+                               text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            return False
+        return r.returncode == 0 and "Child in state running" in r.stdout
+
+    def output(self):
+        """What varnishd -F wrote so far (its stdout and stderr, one file)."""
+        self.out.seek(0)
+        return self.out.read()
 
     def raw(self):
         """{vxid: {"side": "c"|"b"|"-", "records": [(tag, payload)]}} of the finished

@@ -513,8 +513,8 @@ def case_prometheus():
         return plog.read()[-3000:]
 
     try:
-        check(wait_for(lambda: pp.poll() is not None or procs.port_open(pport), 60) and pp.poll() is None,
-              "prometheus starts", prom_log())
+        why = procs.wait_started(f"prometheus (127.0.0.1:{pport})", pp, lambda: procs.port_open(pport), prom_log)
+        check(not why, "prometheus starts", why)
         # Wait for a scrape of both instances (every scrape is after the traffic).
         res = wait_for(lambda: (lambda r: r if r and len(r) == 2 else None)(query("ringlog_main_client_req_total")), 60)
         check(res, f"Prometheus has client_req of both instances: {res}", prom_log())
