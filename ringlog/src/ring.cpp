@@ -185,6 +185,27 @@ long futex_wake_all(std::atomic<std::uint32_t>* addr) noexcept {
   return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+constexpr std::uint64_t kLine = 64;
+
+// A hint to bring the line of p into this core's cache, exclusive (PREFETCHW: a NOP
+// on x86-64 processors without it). An asm statement: GCC 12 deletes a loop of
+// __builtin_prefetch as dead code, and emits PREFETCHT0 (shared) without -mprfchw.
+inline void prefetch_for_write(const void* p) noexcept {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#elif defined(__aarch64__)
+  asm volatile("prfm pstl1keep, %0" : : "Q"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+// How far ahead of the tail a write prefetches the lines of the ring (Area::prefetch_ahead).
+// Measured (bench_ring, one writer, 16 MiB ring, HAProxy mix; medians of the ratio to
+// the mutex ring in the same run): without it 0.89-1.07, with it 1.19-1.43. A sweep of
+// 512 B to 8 KiB gained at every distance, least at 512 B; one line per message instead
+// of every line gained only 0.03-0.09.
+constexpr std::uint64_t kPrefetchAhead = 2048;
+
 // The area's geometry in locals: the write path reads it once per call instead of after
 // every atomic access (the compiler may not move loads of the Mapping across those).
 // Pow2: the area size is a power of two (the default), so an offset is one AND; the
@@ -210,11 +231,29 @@ struct Area {
     return base[off(pos)];
 #endif
   }
-  // The general copy (wrap-around, or relaxed atomics under ThreadSanitizer).
   // The general copy (wrap-around, or relaxed atomics under ThreadSanitizer); by value,
   // so that the Area stays in registers.
   void copy_in(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
     copy_in_slow(base, size, off(pos), src, n);
+  }
+  // Asks for the lines that [from, to) will be written to once the ring has moved
+  // kPrefetchAhead further, in the state a write needs (exclusive). Each write asks for
+  // the lines it moved over, so every line is asked for once, well before a copy stalls
+  // on it: a ring in use is full, so those lines were last written one ring ago and
+  // have left this core's caches, and the hardware prefetcher does not run ahead of the
+  // stores far enough. The distance stays below half a small ring.
+  void prefetch_ahead(std::uint64_t from, std::uint64_t to) const noexcept {
+    const std::uint64_t ahead = std::min<std::uint64_t>(kPrefetchAhead, size / 2);
+    // Unaligned: the last line's rest is asked for again by the next write, at most.
+    std::uint64_t p = from + ahead, end = to + ahead;
+    std::uint64_t o = off(p);
+    do {
+      prefetch_for_write(base + o);
+      o += kLine;
+      if constexpr (!Pow2)
+        if (o >= size) o -= size;
+      p += kLine;
+    } while (p < end);
   }
   [[gnu::noinline]] static void copy_in_slow(std::uint8_t* base, std::uint64_t size, std::uint64_t o,
                                              const void* src, std::size_t n) noexcept {
@@ -870,6 +909,7 @@ template <bool Single, bool Pow2>
   // that sees a value other than 0xFF sees every byte of the batch.
   m.rc(t - 1).store(saved, std::memory_order_release);
   RINGLOG_HOOK("exposed");
+  m.prefetch_ahead(t - 1, new_tail);
   // W11: in-flight record cleared (relaxed); a later T2 that still sees it finds RC[x]
   // restored (T4) and discards nothing.
   if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
