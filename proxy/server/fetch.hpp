@@ -32,6 +32,21 @@ class Worker;
 // no Range). client_ip goes into X-Forwarded-For.
 std::string build_backend_request(const http::RequestHead& h, bool cache_fetch, const Server& srv,
                                   std::string_view client_ip);
+// The same, written into hd (cleared first), whose capacity a steady connection reuses.
+void build_backend_request(std::string& hd, const http::RequestHead& h, bool cache_fetch, const Server& srv,
+                           std::string_view client_ip);
+
+// This thread's spare Fetch memory (the object, its response head's field list and its
+// backend request head), a bounded number of each, so that a proxied request allocates
+// none of them: HAProxy keeps its streams and buffers in per-thread pools the same way.
+// Only a worker's thread keeps spares, between open() and close() (which frees them);
+// drain() frees what is kept (an idle loop's heap trim).
+namespace fetch_pool {
+void open() noexcept;
+void close() noexcept;
+void drain() noexcept;
+std::string take_head();  // an empty string, with the capacity of one used before
+}  // namespace fetch_pool
 
 class Fetch {
  public:
@@ -40,8 +55,12 @@ class Fetch {
   // bereq: the fetch's own transaction (a child of the request's). into: a cache fetch
   // whose body goes into that object instead of to the client.
   Fetch(Session& s, ringlog::Txn bereq, delivery::ObjRef into, Buf to_backend, Buf from_backend);
+  ~Fetch();
   Fetch(const Fetch&) = delete;
   Fetch& operator=(const Fetch&) = delete;
+  // From this thread's spares (fetch_pool) when it keeps one.
+  static void* operator new(std::size_t n);
+  static void operator delete(void* p, std::size_t n) noexcept;
 
   // Logs the backend request (head: as built), picks a backend and connects to it.
   void start(std::string head, std::string_view method_name, std::string_view url, http::Method m);

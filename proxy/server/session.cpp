@@ -319,7 +319,9 @@ void Session::start_request(const http::RequestHead& h, std::size_t head_len) {
     client_in_.consume(head_len);  // the cache path copied what it needs
     return;
   }
-  start_fetch(build_backend_request(h, false, srv_, peer_ip_), h.method_name, h.target, h.method, nullptr);
+  std::string head = fetch_pool::take_head();
+  build_backend_request(head, h, false, srv_, peer_ip_);
+  start_fetch(std::move(head), h.method_name, h.target, h.method, nullptr);
   // The head's views into client_in_ are dead from here on: the backend request is built.
   client_in_.consume(head_len);
 }

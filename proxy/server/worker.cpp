@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "fetch.hpp"
 #include "io_buf.hpp"
 #include "session.hpp"
 
@@ -243,6 +244,7 @@ void Worker::free_retired() {
 void Worker::trim_heap() {
   if (freed_since_trim_ == 0 || (freed_since_trim_ < kTrimAfterSessions && !sessions_.empty())) return;
   buf_pool::drain();
+  fetch_pool::drain();
 #ifdef __GLIBC__
   ::malloc_trim(0);
 #endif
@@ -291,6 +293,7 @@ void Worker::bind_thread() {
   main_ = std::make_unique<ringlog::stats::LocalCounters>(srv_.main_stats().local());
   now_ns_ = ringlog::monotonic_ns();
   if (notify_waker_) notify_waker_->bind_to_this_thread();
+  fetch_pool::open();
 }
 
 void Worker::run() {
@@ -368,6 +371,7 @@ void Worker::run() {
     ::poll(&p, 1, 10);
     completion_handler_.on_event(EPOLLIN);
   }
+  fetch_pool::close();
   main_->sub(M::threads);
 }
 
