@@ -3,6 +3,7 @@
 #include "ringproxy/http/serialize.hpp"
 
 #include <charconv>
+#include <cstring>
 
 #include "chars.hpp"
 
@@ -98,10 +99,27 @@ void write_status_line(std::string& out, int status, std::string_view reason, st
 }
 
 void write_header(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name);
-  out.append(": ");
-  out.append(value);
-  out.append("\r\n");
+  // One append of the whole line when it fits a stack line: four appends are four calls,
+  // each with its own capacity check, and a head is a few short fields.
+  const std::size_t n = name.size() + value.size() + 4;
+  char line[256];
+  if (n > sizeof line) {
+    out.append(name);
+    out.append(": ");
+    out.append(value);
+    out.append("\r\n");
+    return;
+  }
+  char* p = line;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
+  out.append(line, n);
 }
 
 void write_header(std::string& out, std::string_view name, std::uint64_t value) {
