@@ -10,14 +10,17 @@
 //  R2 RC[pos] (acquire)     <-  W4/T6 (batch exposed, release); 0xFF: stop
 //  R3 RC[next]++ then R4 RC[pos]-- : never holding neither; R4 (release) -> H1
 //  R5 pos, then R6 next_pos = 0 (release)  ->  U7/U8 (recount at head), D7
-//  P1 head (acquire), copy, P2 fence(acquire) + head  <-  W2 (head, fence(release))
+//  P1 head (acquire), copy a batch, P2 fence(acquire) + head  <-  W2 (head, fence(release))
 //  K1 waiters++ (seq_cst) before the last look  <->  W5 (fence, waiters)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
+#include <vector>
 
 #include "ring_impl.hpp"
 
@@ -36,6 +39,26 @@ struct Reader::Impl {
   int slot = -1;
   unsigned idle = 0;  // consecutive empty polls (passive back-off)
   std::uint64_t known_tail = 0;  // a tail loaded earlier (acquire): no need to reload below it
+
+  // A passive reader copies messages in batches: every complete message from pos up to
+  // the tail it loaded (at most kBatchBytes of the area), then one P2 re-check of head
+  // for all of them; next() hands them out from this private copy. Head is then loaded
+  // twice per batch rather than twice per message: each load pulls the head line from
+  // the writer, who stores it for every batch it writes, and the writer's next store
+  // then waits for the line to come back.
+  static constexpr std::uint64_t kBatchBytes = 64 * 1024;
+  struct Staged {
+    std::uint64_t pos;   // its RC byte's position
+    std::size_t off;     // payload in stage[off, off + len)
+    std::size_t len;
+    MsgKind kind;
+  };
+  std::vector<std::byte> stage;
+  std::vector<Staged> staged;
+  std::size_t served = 0;       // staged[served..] not handed out yet
+  std::uint64_t stage_end = 0;  // the position after the batch (pads included)
+  bool has_staged() const noexcept { return served < staged.size(); }
+  bool fetch_passive(ReadResult& res);
 
   // The tail to read up to; reloaded (R1) only once the reader has caught up with the
   // last one it loaded, so that it does not pull the writers' tail line per message.
@@ -219,6 +242,7 @@ void Reader::Impl::detach() noexcept {
 }
 
 bool Reader::Impl::has_data() const noexcept {
+  if (has_staged()) return true;
   std::uint64_t t = m->hdr->tail.load(std::memory_order_acquire) & kPosMask;  // R1
   if (pos + 1 >= t) return false;
   // P3: head (acquire): lost bytes count as something to read; only a hint, the read
@@ -227,11 +251,16 @@ bool Reader::Impl::has_data() const noexcept {
   return m->rc(pos).load(std::memory_order_acquire) != kRcWriting;  // R2
 }
 
-ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
+// Copies the next batch into the stage (returns true), or says why there is none:
+// res is then empty, or lost (the reader fell behind head, or the framing is damaged).
+bool Reader::Impl::fetch_passive(ReadResult& res) {
   const detail::Mapping& mm = *m;
   Header* h = mm.hdr;
   for (;;) {
-    ReadResult res;
+    res = ReadResult{};
+    staged.clear();
+    stage.clear();
+    served = 0;
     // P1: head.load(acquire) before reading: behind it, the bytes are gone (lost).
     std::uint64_t head = h->head.load(std::memory_order_acquire);
     if (pos < head) {
@@ -240,23 +269,47 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
       res.pos = pos;
       lost_total += res.lost;
       pos = head;
-      return res;
+      return false;
     }
-    Frame f = frame_at(pos);
-    if (!f.ready) return res;
-    const std::uint64_t t = f.t, word = f.word, len = f.len();
-    const std::size_t vl = f.vl;
-    bool framed = f.framed(pos, mm.size);
-    if (framed) {
-      out.resize(static_cast<std::size_t>(len));
-      mm.copy_out(pos + 1 + vl, out.data(), static_cast<std::size_t>(len));
+    // The tail is reloaded (R1) only once the reader has caught up with the last one.
+    const std::uint64_t t = tail_for(pos);
+    // A batch must be copied before head reaches its start: near head (a reader about
+    // a ring behind), no more than half the way to it, and always one message.
+    const std::uint64_t limit = pos + std::min(kBatchBytes, (pos - head) / 2);
+    std::uint64_t p = pos;
+    bool damaged = false;
+    while (p + 1 < t && (p == pos || p < limit)) {
+      // R2: RC[p].load(acquire): 0xFF (W1) means a batch is being written, stop; any
+      // other value came from W4/T6/D8 (release) or a reader RMW in their release
+      // sequence: the message behind it is complete.
+      if (mm.rc(p).load(std::memory_order_acquire) == kRcWriting) break;
+      Frame f;
+      f.t = t;
+      f.vl = varint_decode([&](std::size_t i) { return mm.byte(p + 1 + i); },
+                           static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, t - p - 1)), f.word);
+      if (!f.framed(p, mm.size)) {  // the batch ends before it; alone, it is examined below
+        damaged = p == pos;
+        break;
+      }
+      auto kind_bits = static_cast<std::uint8_t>(f.word & kKindMask);
+      if (kind_bits < std::uint8_t(MsgKind::pad)) {  // pads and unknown kinds are skipped
+        std::size_t len = static_cast<std::size_t>(f.len()), off = stage.size();
+        stage.resize(off + len);
+        mm.copy_out(p + 1 + f.vl, stage.data() + off, len);
+        staged.push_back({p, off, len, static_cast<MsgKind>(kind_bits)});
+      }
+      p = f.next(p);
     }
-    // P2: fence(acquire), then head: pairs with W2. If a byte we copied was rewritten,
-    // we see the head that passed it, and the copy is discarded.
+    if (p == pos && !damaged) return false;  // nothing complete yet
+    // P2: fence(acquire), then head: pairs with W2. A byte we copied that a writer
+    // rewrote had a position below the head it stored before rewriting it, so a head
+    // still at or below the batch's start means no byte of the batch was rewritten.
+    // Past it, the whole batch is discarded (the framing we followed may be torn too)
+    // and the next P1 reports it lost.
     std::atomic_thread_fence(std::memory_order_acquire);
     std::uint64_t head2 = h->head.load(std::memory_order_relaxed);
-    if (head2 > pos) continue;  // overwritten while we looked: reported as lost above
-    if (!framed) {
+    if (head2 > pos) continue;
+    if (damaged) {
       // Head did not move, yet the framing is bad: damaged ring. Skip to the tail's
       // RC byte (always a boundary) and report the bytes as lost.
       res.status = ReadStatus::lost;
@@ -264,16 +317,28 @@ ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
       res.pos = pos;
       lost_total += res.lost;
       pos = t - 1;
-      return res;
+      return false;
     }
-    res.pos = pos;
-    pos += 1 + vl + len;
-    auto kind_bits = static_cast<std::uint8_t>(word & kKindMask);
-    if (kind_bits == std::uint8_t(MsgKind::pad) || kind_bits > std::uint8_t(MsgKind::pad)) continue;
-    res.status = ReadStatus::message;
-    res.kind = static_cast<MsgKind>(kind_bits);
-    return res;
+    stage_end = p;
+    if (staged.empty()) {  // only pads
+      pos = p;
+      continue;
+    }
+    return true;
   }
+}
+
+ReadResult Reader::Impl::next_passive(std::vector<std::byte>& out) {
+  ReadResult res;
+  if (!has_staged() && !fetch_passive(res)) return res;
+  const Staged& s = staged[served++];
+  out.resize(s.len);
+  if (s.len) std::memcpy(out.data(), stage.data() + s.off, s.len);
+  res.status = ReadStatus::message;
+  res.kind = s.kind;
+  res.pos = s.pos;
+  pos = has_staged() ? staged[served].pos : stage_end;
+  return res;
 }
 
 ReadResult Reader::Impl::next_pinned(std::vector<std::byte>& out) {

@@ -136,6 +136,9 @@ byte gb_n[NW];
 bool pv_on = 0;          /* the passive reader is between R2 and P2 at pv_pos */
 byte pv_pos = 0;
 bool pv_d1 = 0, pv_d2 = 0;  /* a writer stored to pv_pos+1 / pv_pos+2 meanwhile */
+bool pw_on = 0;          /* ... and at pw_pos, the second message of its batch */
+byte pw_pos = 0;
+bool pw_d1 = 0, pw_d2 = 0;
 bool pin_done = 0, pas_done = 0;
 
 byte wproc[NW];          /* PROC(w), for the LTL formula */
@@ -154,6 +157,11 @@ byte wproc[NW];          /* PROC(w), for the LTL formula */
   if \
   :: pv_on && OFF(p) == OFF(pv_pos + 1) -> pv_d1 = 1 \
   :: pv_on && OFF(p) == OFF(pv_pos + 2) -> pv_d2 = 1 \
+  :: else -> skip \
+  fi; \
+  if \
+  :: pw_on && OFF(p) == OFF(pw_pos + 1) -> pw_d1 = 1 \
+  :: pw_on && OFF(p) == OFF(pw_pos + 2) -> pw_d2 = 1 \
   :: else -> skip \
   fi
 
@@ -781,9 +789,12 @@ proctype Pinned() {
   } unless { dead[PPIN] }
 }
 
-/* ---- the passive reader (writes nothing; starts at head) */
+/* ---- the passive reader (writes nothing; starts at head). It copies a batch: one
+ * message, or two when a second one is complete below the tail it loaded (fetch_passive's
+ * walk; the choice stands for its byte limit), then re-checks head once (P2) against the
+ * batch's start. */
 proctype Passive() {
-  byte pos = 0, hb, pb, sp;
+  byte pos = 0, hb, pb, sp, tv, q, hb2, pb2, sp2;
   do
   :: atomic {
        if
@@ -791,6 +802,7 @@ proctype Passive() {
        :: else ->
           if
           :: pos + 1 < tail && RC(pos) != FF ->       /* R1, R2 */
+             tv = tail;
              pv_on = 1; pv_pos = pos; pv_d1 = 0; pv_d2 = 0; sp = 1
           :: else -> sp = 0
           fi
@@ -809,10 +821,31 @@ proctype Passive() {
           sp = SPANOF(hb);
           pb = ((sp == 3) -> area[OFF(pos + 2)] : hb)
         };
+        atomic {                                      /* the walk goes on: R2 at the next */
+          q = pos + sp;
+          if
+          :: sp != 0 && q + 1 < tv && RC(q) != FF ->
+             pw_on = 1; pw_pos = q; pw_d1 = 0; pw_d2 = 0; sp2 = 1
+          :: true -> sp2 = 0                          /* or the batch ends here */
+          fi
+        };
+        if
+        :: sp2 == 1 ->
+           atomic {
+             hb2 = area[OFF(q + 1)];
+             sp2 = SPANOF(hb2);
+             pb2 = ((sp2 == 3) -> area[OFF(q + 2)] : hb2)
+           }
+        :: else -> skip
+        fi;
         atomic {
 #ifndef MUTANT_PASSIVE_NO_RECHECK
           if
+#ifndef MUTANT_PASSIVE_RECHECK_LAST
           :: head > pos -> skip                       /* P2: overwritten meanwhile: discard */
+#else
+          :: head > ((pw_on) -> q : pos) -> skip
+#endif
           :: else ->
 #else
           if
@@ -822,9 +855,18 @@ proctype Passive() {
              assert(!pv_d1 && !(sp == 3 && pv_d2));
              assert(sp != 0 && pos + sp < tail);
              assert(hb >= PAD0 || (pb == hb && fate[hb] == F_COMPLETE));
-             pos = pos + sp
+             pos = pos + sp;
+             if
+             :: pw_on ->
+                assert(!pw_d1 && !(sp2 == 3 && pw_d2));
+                assert(sp2 != 0 && q + sp2 < tv);
+                assert(hb2 >= PAD0 || (pb2 == hb2 && fate[hb2] == F_COMPLETE));
+                pos = pos + sp2
+             :: else -> skip
+             fi
           fi;
-          pv_on = 0; pv_pos = 0; pv_d1 = 0; pv_d2 = 0; hb = 0; pb = 0; sp = 0
+          pv_on = 0; pv_pos = 0; pv_d1 = 0; pv_d2 = 0; hb = 0; pb = 0; sp = 0;
+          pw_on = 0; pw_pos = 0; pw_d1 = 0; pw_d2 = 0; hb2 = 0; pb2 = 0; sp2 = 0; q = 0; tv = 0
         }
      fi
   od;

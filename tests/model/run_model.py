@@ -33,7 +33,7 @@ REAL = {
     "pinned": ("NA=1 NB=1 MSGS=2 PINNED=1 PASSIVE=0 N=5",
                "2 writers and a pinned reader over a 5-byte ring (wraps 3 times)"),
     "passive": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
-                "2 writers and a passive reader over a 5-byte ring"),
+                "2 writers and a passive reader copying batches of 1 or 2 messages over a 5-byte ring"),
     "carry-pinned": ("NA=2 NB=0 MSGS=2 PINNED=1 PASSIVE=0 N=5",
                      "2 writers of one process and a pinned reader: the lock holder carries its queue (Q12)"),
     "death-writers": ("NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=0 N=5 KILL=1 CHECKS=1",
@@ -56,6 +56,9 @@ MUTANTS = {
                              "the pinned reader leaves its RC before taking the next: it loses"),
     "passive-no-recheck": ("MUTANT_PASSIVE_NO_RECHECK NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=5",
                            "the passive reader returns a copy without re-reading head"),
+    "passive-recheck-last": ("MUTANT_PASSIVE_RECHECK_LAST NA=1 NB=1 MSGS=2 PINNED=0 PASSIVE=1 N=6",
+                             "the passive reader re-checks head against the last message of its "
+                             "batch, not the first: it returns a first message overwritten meanwhile"),
     "carry-no-reclaim": ("MUTANT_CARRY_NO_RECLAIM NA=2 NB=0 MSGS=2 PINNED=1 PASSIVE=0 N=5",
                          "the lock holder carries its queue without reclaiming room for it: "
                          "the batch overwrites messages not yet reclaimed"),
