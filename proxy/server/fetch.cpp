@@ -170,8 +170,11 @@ Fetch::~Fetch() {
 }
 
 void Fetch::start(std::string head, std::string_view method_name, std::string_view url, http::Method m) {
-  bereq.timestamp("Start");
-  req_txn_.timestamp("Fetch");
+  if (bereq.enabled(Tag::Timestamp) || req_txn_.enabled(Tag::Timestamp)) {
+    std::uint64_t now = bereq.now_ns();  // one instant, one clock read
+    bereq.timestamp("Start", now);
+    req_txn_.timestamp("Fetch", now);
+  }
   method_ = m;
   bereq_head_ = std::move(head);
   header_log::backend_request(bereq, method_name, url, std::string_view(bereq_head_).substr(0, bereq_head_.size() - 2));

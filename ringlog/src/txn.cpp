@@ -227,13 +227,13 @@ void Txn::vput(Tag t, const char* fmt, va_list ap) noexcept {
   }
 }
 
-void Txn::timestamp_now(std::string_view label) noexcept {
-  if (log_ && log_->realtime_ns) [[unlikely]] {
-    timestamp_at(label, log_->realtime_ns());
-    return;
-  }
-  timestamp_at(label, ringlog::realtime_ns());
+std::uint64_t Txn::now_ns() const noexcept {
+  if (log_ && log_->realtime_ns) [[unlikely]]
+    return log_->realtime_ns();
+  return ringlog::realtime_ns();
 }
+
+void Txn::timestamp_now(std::string_view label) noexcept { timestamp_at(label, now_ns()); }
 
 void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
   if (!buf_ && !unpark()) return;

@@ -70,6 +70,9 @@ class Txn {
   void timestamp(std::string_view label, std::uint64_t realtime_ns) noexcept {
     if (enabled(Tag::Timestamp)) timestamp_at(label, realtime_ns);
   }
+  // The clock timestamp(label) reads (the Log's realtime_ns option when set), for
+  // records of several transactions that mark one instant with one clock read.
+  std::uint64_t now_ns() const noexcept;
 
   // Link "<child type> <child vxid> <reason>" (Link is never masked).
   void link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept;
