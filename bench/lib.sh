@@ -26,13 +26,22 @@ bench_build() {
 }
 
 # bench_workdir: WORK (a fresh directory under /tmp, readable by varnishd's workers),
-# RINGLOG_DIR=$WORK/instances, the pid list `pids`; on exit every pid in it is stopped
-# and WORK removed.
+# RINGLOG_DIR (a fresh directory under /dev/shm, where ringproxy keeps its rings by
+# default, /dev/shm/ringlog; under WORK where there is no /dev/shm), the pid list
+# `pids`; on exit every pid in it is stopped and both directories removed. A ring file
+# on a disk file system costs the kernel's writeback of every page the ring writes
+# (full logging / haproxy: ~8 % fewer req/s with the ring on ext4, 2026-12-02).
 bench_workdir() {
   WORK=$(mktemp -d "/tmp/$BENCH_NAME.XXXXXX")
   chmod 755 "$WORK"
-  export RINGLOG_DIR=$WORK/instances
-  mkdir -p "$RINGLOG_DIR"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    RINGLOG_DIR=$(mktemp -d "/dev/shm/$BENCH_NAME.XXXXXX")
+    chmod 755 "$RINGLOG_DIR"
+  else
+    RINGLOG_DIR=$WORK/instances
+    mkdir -p "$RINGLOG_DIR"
+  fi
+  export RINGLOG_DIR
   pids=()
   trap bench_cleanup EXIT
   trap 'exit 130' INT TERM
@@ -41,7 +50,7 @@ bench_cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$RINGLOG_DIR"
 }
 # stop PID: SIGTERM one process we started, wait for it, drop it from the list.
 stop() {
