@@ -233,6 +233,7 @@ void Mapping::use(void* base, std::uint64_t bytes) {
   area = static_cast<std::uint8_t*>(base) + hdr->header_len;
   size = hdr->area_size;
   mask = (size & (size - 1)) == 0 ? size - 1 : 0;
+  prefetch_ahead = std::min<std::uint64_t>(kPrefetchAhead, size / 2);
 }
 
 bool Mapping::stale() const {

@@ -199,13 +199,6 @@ inline void prefetch_for_write(const void* p) noexcept {
   __builtin_prefetch(p, 1, 3);
 #endif
 }
-// How far ahead of the tail a write prefetches the lines of the ring (Area::prefetch_ahead).
-// Measured (bench_ring, one writer, 16 MiB ring, HAProxy mix; medians of the ratio to
-// the mutex ring in the same run): without it 0.89-1.07, with it 1.19-1.43. A sweep of
-// 512 B to 8 KiB gained at every distance, least at 512 B; one line per message instead
-// of every line gained only 0.03-0.09.
-constexpr std::uint64_t kPrefetchAhead = 2048;
-
 // The area's geometry in locals: the write path reads it once per call instead of after
 // every atomic access (the compiler may not move loads of the Mapping across those).
 // Pow2: the area size is a power of two (the default), so an offset is one AND; the
@@ -213,8 +206,9 @@ constexpr std::uint64_t kPrefetchAhead = 2048;
 template <bool Pow2>
 struct Area {
   std::uint8_t* base;
-  std::uint64_t size, mask;
-  explicit Area(const detail::Mapping& mp) noexcept : base(mp.area), size(mp.size), mask(mp.mask) {}
+  std::uint64_t size, mask, ahead;
+  explicit Area(const detail::Mapping& mp) noexcept
+      : base(mp.area), size(mp.size), mask(mp.mask), ahead(mp.prefetch_ahead) {}
   std::uint64_t off(std::uint64_t pos) const noexcept {
     if constexpr (Pow2)
       return pos & mask;
@@ -237,23 +231,21 @@ struct Area {
     copy_in_slow(base, size, off(pos), src, n);
   }
   // Asks for the lines that [from, to) will be written to once the ring has moved
-  // kPrefetchAhead further, in the state a write needs (exclusive). Each write asks for
+  // `ahead` further (Mapping::prefetch_ahead), in the state a write needs (exclusive). Each write asks for
   // the lines it moved over, so every line is asked for once, well before a copy stalls
   // on it: a ring in use is full, so those lines were last written one ring ago and
   // have left this core's caches, and the hardware prefetcher does not run ahead of the
   // stores far enough. The distance stays below half a small ring.
+  // The lines up to the end of the area only: those past a wrap are left to the
+  // writes that follow it (once a ring). One pointer and a bound: four instructions a
+  // line. Unaligned: the last line's rest is asked for again by the next write, at most.
   void prefetch_ahead(std::uint64_t from, std::uint64_t to) const noexcept {
-    const std::uint64_t ahead = std::min<std::uint64_t>(kPrefetchAhead, size / 2);
-    // Unaligned: the last line's rest is asked for again by the next write, at most.
-    std::uint64_t p = from + ahead, end = to + ahead;
-    std::uint64_t o = off(p);
+    std::uint64_t o = off(from + ahead);
+    const std::uint64_t end = std::min(o + (to - from), size);
     do {
       prefetch_for_write(base + o);
       o += kLine;
-      if constexpr (!Pow2)
-        if (o >= size) o -= size;
-      p += kLine;
-    } while (p < end);
+    } while (o < end);
   }
   [[gnu::noinline]] static void copy_in_slow(std::uint8_t* base, std::uint64_t size, std::uint64_t o,
                                              const void* src, std::size_t n) noexcept {

@@ -45,6 +45,13 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && alignof(std::atomic<std
 static_assert(std::atomic<void*>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
               "wait-queue heads and cell links are lock-free (a waiter spins on them)");
 
+// How far ahead of the tail a write prefetches the lines of the ring (Mapping::
+// prefetch_ahead: at most half the area). Measured (bench_ring, one writer, 16 MiB
+// ring, HAProxy mix; medians of the ratio to the mutex ring in the same run): without
+// it 0.89-1.07, with it 1.19-1.43. A sweep of 512 B to 8 KiB gained at every distance,
+// least at 512 B; one line per message instead of every line gained only 0.03-0.09.
+constexpr std::uint64_t kPrefetchAhead = 2048;
+
 // A mapped ring file, read-write or read-only, validated on open.
 struct Mapping {
   std::string path;
@@ -54,6 +61,7 @@ struct Mapping {
   std::uint8_t* area = nullptr;
   std::uint64_t size = 0;
   std::uint64_t mask = 0;  // size - 1 when size is a power of two, else 0
+  std::uint64_t prefetch_ahead = 0;  // how far ahead of the tail a write prefetches (ring.cpp)
   dev_t dev = 0;
   ino_t ino = 0;
   bool can_write = false;  // mapped read-write
