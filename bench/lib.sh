@@ -3,7 +3,8 @@
 #   set -euo pipefail; BENCH_NAME=bench_x; . "$(dirname "$0")/lib.sh"
 # A scratch directory with the instances (RINGLOG_DIR) and a list of the pids started,
 # all stopped by pid and removed on exit; free loopback ports; the build step; wrk's
-# figures; medians and ratios; starting ringlog_test_origin and ringproxy.
+# figures; medians and ratios; starting ringlog_test_origin and ringproxy; the set-up and
+# the keep-alive GETs of the per-request counts.
 # Every server listens on 127.0.0.1.
 BENCH_NAME=${BENCH_NAME:-$(basename "$0" .sh)}
 
@@ -168,6 +169,28 @@ while True:
     data += b
 print(sum(1 for line in data.splitlines() if line.strip()))
 PY
+}
+
+# per_request_setup BUILD TOOL...: the set-up of the scripts that count per proxied request
+# (proxy-syscalls.sh, proxy-instructions.sh): TOOL..., haproxy, curl and cmake on PATH;
+# ringproxy built in BUILD, its path in PROXY; bench_workdir; THREADS=1; the fast origin
+# with 1 KiB bodies (OPORT).
+per_request_setup() {
+  local build=$1
+  shift
+  need "$@" haproxy curl cmake
+  bench_build "$build" ringproxy
+  PROXY=$build/proxy/server/ringproxy
+  THREADS=1
+  bench_workdir
+  start_fast_origin 1024
+}
+# keepalive_gets PORT COUNT: COUNT keep-alive GETs of 1 KiB on one connection (one curl);
+# fails unless all are 200.
+keepalive_gets() {
+  local ok
+  ok=$(curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$1/size/1024?n=[1-$2]" | grep -c '^200$' || true)
+  [ "$ok" = "$2" ] || die "port $1: $ok of $2 requests answered 200"
 }
 
 # start_ringproxy BIN INSTANCE PORT BACKEND_PORT EXTRA...: a ringproxy with THREADS workers,

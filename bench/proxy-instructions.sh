@@ -13,19 +13,8 @@ BENCH_NAME=proxy-instructions
 . bench/lib.sh
 BUILD=${1:-build-bench}
 N=${2:-2000}
-THREADS=1
-need valgrind callgrind_control haproxy curl cmake
-bench_build "$BUILD" ringproxy
-PROXY=$BUILD/proxy/server/ringproxy
-bench_workdir
-start_fast_origin 1024
+per_request_setup "$BUILD" valgrind callgrind_control
 
-# get PORT COUNT: COUNT keep-alive GETs on one connection; fails unless all are 200.
-get() {
-  local ok
-  ok=$(curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$1/size/1024?n=[1-$2]" | grep -c '^200$' || true)
-  [ "$ok" = "$2" ] || die "port $1: $ok of $2 requests answered 200"
-}
 # measure NAME PORT CMD...: CMD (listening on PORT) under callgrind; prints NAME's
 # instructions per request.
 measure() {
@@ -35,9 +24,9 @@ measure() {
   pid=$!
   pids+=("$pid")
   for _ in $(seq 1200); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.05; done
-  get "$port" 200
+  keepalive_gets "$port" 200
   callgrind_control -z "$pid" >/dev/null 2>&1
-  get "$port" "$N"
+  keepalive_gets "$port" "$N"
   callgrind_control -d "$pid" >/dev/null 2>&1
   dump=$(ls -t "$WORK/cg.$port".* 2>/dev/null | head -1)
   [ -n "$dump" ] || die "$name: no callgrind dump"

@@ -12,29 +12,18 @@ BENCH_NAME=proxy-syscalls
 . bench/lib.sh
 BUILD=${1:-build-bench}
 N=${2:-2000}
-THREADS=1
-need strace haproxy curl cmake
-bench_build "$BUILD" ringproxy
-PROXY=$BUILD/proxy/server/ringproxy
-bench_workdir
-start_fast_origin 1024
+per_request_setup "$BUILD" strace
 
-# get PORT COUNT: COUNT keep-alive GETs on one connection; fails unless all are 200.
-get() {
-  local ok
-  ok=$(curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$1/size/1024?n=[1-$2]" | grep -c '^200$' || true)
-  [ "$ok" = "$2" ] || die "port $1: $ok of $2 requests answered 200"
-}
 # measure NAME PID PORT: strace -c on every thread of PID while N requests go to PORT;
 # prints the calls per request, most frequent first, and their total.
 measure() {
   local name=$1 pid=$2 port=$3 spid tids=()
-  get "$port" 200
+  keepalive_gets "$port" 200
   for t in /proc/"$pid"/task/*; do tids+=(-p "${t##*/}"); done
   strace -c -U calls,name -S calls -o "$WORK/st.$port" "${tids[@]}" 2>/dev/null &
   spid=$!
   sleep 1  # (strace attaches asynchronously; no request is counted before it is on)
-  get "$port" "$N"
+  keepalive_gets "$port" "$N"
   kill -INT "$spid"
   wait "$spid" 2>/dev/null || true
   echo "  $name:"
