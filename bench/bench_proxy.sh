@@ -8,12 +8,17 @@
 #   3. tracing off vs trace points compiled out (ringproxy-notrace): quantiles of
 #      Timestamp Process ("since start") over 100 000 requests, the method of seeds/002
 #      (Varnish PR 3840: 10%..90% of Timestamp:Process)              (target: within noise)
-# Configurations are measured in interleaved rounds (ROUNDS, default 3) and medians
-# reported, since the machine is shared. Prints req/s with p50/p99 latency and the
-# ratios; exits 0 unless something could not run. Every server listens on 127.0.0.1
-# and is stopped by pid.
+# Configurations are measured in interleaved rounds (ROUNDS, default 5) and medians
+# reported, since the machine is shared; each ratio is also taken within every round
+# and said how often it held. wrk, the origin and the proxy share the machine's CPUs, so
+# req/s moves by less than the proxy's own cost does: beside req/s the script prints the
+# CPU time each proxy process used per request (user and system, its threads' schedstat
+# run times over the wrk run, divided by the requests wrk completed), and the ratios by
+# that CPU time (haproxy's CPU per request / ringproxy's: above 1 when ringproxy costs
+# less). Exits 0 unless something could not run. Every server listens on 127.0.0.1 and
+# is stopped by pid.
 # Usage: bench/bench_proxy.sh [BUILD_DIR]   (default build-bench, configured Release if new)
-# Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (3).
+# Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench_proxy
@@ -22,7 +27,7 @@ BUILD=${1:-build-bench}
 DURATION=${DURATION:-8}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 need wrk haproxy cmake
 bench_build "$BUILD" ringproxy ringproxy-notrace proxy_log_reader
 PROXY=$BUILD/proxy/server/ringproxy
@@ -30,22 +35,50 @@ NOTRACE=$BUILD/proxy/server/ringproxy-notrace
 READER=$BUILD/support/proxy_log_reader
 bench_workdir
 
-# run_wrk NAME URL [SECONDS]: one wrk run; appends req/s, p50 and p99 to NAME's lists.
-declare -A RPS P50 P99
+# run_wrk NAME URL [SECONDS]: one wrk run against the server of pid SERVER[NAME]; appends
+# req/s, p50, p99, that server's CPU microseconds per request, the share of it spent in
+# user space (percent) and the origin's CPU microseconds per request to NAME's lists.
+declare -A RPS P50 P99 CPU USR ORIG SERVER
 run_wrk() {
-  local name=$1 url=$2 dur=${3:-$DURATION}
+  local name=$1 url=$2 dur=${3:-$DURATION} c0 c1 u0 s0 u1 s1 o0 o1
+  c0=$(cpu_ns "${SERVER[$name]}")
+  o0=$(cpu_ns "$OPID")
+  read -r u0 s0 < <(cpu_ticks "${SERVER[$name]}")
   wrk_run -t 2 -c "$CONNS" -d "${dur}s" --latency "$url"
+  c1=$(cpu_ns "${SERVER[$name]}")
+  o1=$(cpu_ns "$OPID")
+  read -r u1 s1 < <(cpu_ticks "${SERVER[$name]}")
+  ORIG[$name]+="$(/usr/bin/python3 -c "print('%.2f' % (($o1 - $o0) / 1000 / max($WRK_REQS, 1)))") "
+  USR[$name]+="$(((u1 - u0) * 100 / (u1 - u0 + s1 - s0 > 0 ? u1 - u0 + s1 - s0 : 1))) "
   RPS[$name]+="$WRK_RPS "
   P50[$name]+="$WRK_P50 "
   P99[$name]+="$WRK_P99 "
+  CPU[$name]+="$(/usr/bin/python3 -c "print('%.2f' % (($c1 - $c0) / 1000 / max($WRK_REQS, 1)))") "
   if [ -n "$WRK_ERRORS" ]; then echo "  ($name: $WRK_ERRORS)"; fi
 }
 # shellcheck disable=SC2206 # the list splits into its values
 last() { local v=(${RPS[$1]}); echo "${v[-1]}"; }  # the latest req/s of NAME
+# shellcheck disable=SC2206
+last_cpu() { local v=(${CPU[$1]}); echo "${v[-1]}"; }  # the latest CPU us/request of NAME
 report() {
   # shellcheck disable=SC2086 # the lists split into their values
-  printf '  %-30s %10s req/s   p50 %-9s p99 %-9s (req/s per run: %s)\n' "$1" "$(median ${RPS[$1]})" \
-    "$(median ${P50[$1]})" "$(median ${P99[$1]})" "${RPS[$1]}"
+  printf '  %-30s %10s req/s  p50 %-8s p99 %-8s CPU/req %6s us, %2s %% user; origin %5s us  (req/s per run: %s)\n' \
+    "$1" "$(median ${RPS[$1]})" "$(median ${P50[$1]})" "$(median ${P99[$1]})" "$(median ${CPU[$1]})" \
+    "$(median ${USR[$1]})" "$(median ${ORIG[$1]})" "${RPS[$1]}"
+}
+# Within-round ratios: HELD[KEY] counts the rounds in which the ratio KEY met its target,
+# RR[KEY] lists the ratio of every round.
+declare -A HELD RR
+# paired KEY A B TARGET [cpu]: the ratio of A's latest req/s to B's (with "cpu": of B's
+# latest CPU per request to A's) this round, against TARGET; appended to the line PAIRED.
+paired() {
+  local key=$1 a=$2 b=$3 target=$4 r
+  if [ "${5:-}" = cpu ]; then r=$(ratio "$(last_cpu "$b")" "$(last_cpu "$a")"); else r=$(ratio "$(last "$a")" "$(last "$b")"); fi
+  RR[$key]+="$r "
+  if /usr/bin/python3 -c "import sys; sys.exit(0 if '$r' != '-' and float('$r') >= $target else 1)"; then
+    HELD[$key]=$((${HELD[$key]:-0} + 1))
+  fi
+  PAIRED+=" $key ${r}x"
 }
 start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
   local bin=$1 inst=$2 port=$3
@@ -55,33 +88,42 @@ start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
 }
 
 start_fast_origin 1024
+OPID=$LAST
+SERVER["origin direct"]=$OPID
 
 echo "ringproxy benchmark: $(date -u +%FT%TZ), $(nproc) cores, load $(load)"
 echo "  wrk -t2 -c$CONNS -d${DURATION}s, 1 KiB responses; origin haproxy http-request return (1 thread); proxies $THREADS threads"
-echo "  $ROUNDS interleaved rounds, medians"
+echo "  $ROUNDS interleaved rounds, medians; CPU/req: the server process's CPU time per request"
 
 HPORT=$(free_port)
 start_haproxy "$HPORT" "$OPORT"
+SERVER["haproxy 2.6"]=$LAST
 LPORT=$(free_port)
 start_haproxy "$LPORT" "$OPORT" httplog
+SERVER["haproxy 2.6 httplog"]=$LAST
 FPORT=$(free_port)
 start_proxy "$PROXY" bench-full "$FPORT"                # the default tag mask: every record
+SERVER["ringproxy full logging"]=$LAST
 MPORT=$(free_port)
 start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
-# Full logging and masked swap places every round (ABBA), so that a drift of the
-# machine's load over a round does not favour the one that always runs first.
+SERVER["ringproxy logging masked"]=$LAST
+F="ringproxy full logging" M="ringproxy logging masked" H="haproxy 2.6" L="haproxy 2.6 httplog"
+declare -A URL=(["$H"]="http://127.0.0.1:$HPORT/size/1024" ["$L"]="http://127.0.0.1:$LPORT/size/1024"
+  ["$F"]="http://127.0.0.1:$FPORT/size/1024" ["$M"]="http://127.0.0.1:$MPORT/size/1024")
+# The four proxies run in one order on odd rounds and in the reverse one on even rounds
+# (ABBA), so that a drift of the machine's load over a round favours none of them.
 for r in $(seq "$ROUNDS"); do
   run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
-  run_wrk "haproxy 2.6" "http://127.0.0.1:$HPORT/size/1024"
-  run_wrk "haproxy 2.6 httplog" "http://127.0.0.1:$LPORT/size/1024"
-  if [ $((r % 2)) -eq 1 ]; then
-    run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
-    run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
-  else
-    run_wrk "ringproxy logging masked" "http://127.0.0.1:$MPORT/size/1024"
-    run_wrk "ringproxy full logging" "http://127.0.0.1:$FPORT/size/1024"
-  fi
-  echo "  round $r: full/masked $(ratio "$(last "ringproxy full logging")" "$(last "ringproxy logging masked")")x"
+  if [ $((r % 2)) -eq 1 ]; then order=("$H" "$L" "$F" "$M"); else order=("$M" "$F" "$L" "$H"); fi
+  for n in "${order[@]}"; do run_wrk "$n" "${URL[$n]}"; done
+  PAIRED=""
+  paired full/haproxy "$F" "$H" 1.0
+  paired full/httplog "$F" "$L" 1.2
+  paired full/masked "$F" "$M" 0.95
+  paired cpu:full/haproxy "$F" "$H" 1.0 cpu
+  paired cpu:full/httplog "$F" "$L" 1.2 cpu
+  paired cpu:masked/haproxy "$M" "$H" 1.0 cpu
+  echo "  round $r:$PAIRED"
 done
 events=$(haproxy_ring_events "$LPORT")
 [ "$events" -gt 0 ] || die "haproxy with httplog logged nothing into its ring"
@@ -92,8 +134,10 @@ for n in "origin direct" "haproxy 2.6" "haproxy 2.6 httplog" "ringproxy full log
 # served 100 000 requests, then the quantiles of the last 100 000 Timestamp Process.
 TPORT=$(free_port)
 start_proxy "$PROXY" bench-trace-off "$TPORT"
+SERVER["ringproxy tracing off"]=$LAST
 NPORT=$(free_port)
 start_proxy "$NOTRACE" bench-notrace "$NPORT"
+SERVER["ringproxy trace compiled out"]=$LAST
 served() { "$READER" --stats "$RINGLOG_DIR/$1" | awk '$1 == "MAIN.client_req" {print $2}'; }
 for r in $(seq 30); do
   if [ "$(served bench-trace-off)" -ge 100000 ] && [ "$(served bench-notrace)" -ge 100000 ]; then break; fi
@@ -133,12 +177,21 @@ quantiles bench-notrace "trace compiled out"
 
 # shellcheck disable=SC2086 # the list splits into its values
 m() { median ${RPS[$1]}; }
+# shellcheck disable=SC2086
+mc() { median ${CPU[$1]}; }
+# held KEY: "held in k of n rounds (per round: ...)"
+# shellcheck disable=SC2206
+held() { local v=(${RR[$1]:-}); echo "held in ${HELD[$1]:-0} of ${#v[@]} rounds (per round: ${RR[$1]% })"; }
 echo
-echo "ratios (medians):"
-echo "  ringproxy full logging / haproxy 2.6 without logging: $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6')")x  (target >= 1.0)"
-echo "  ringproxy full logging / haproxy 2.6 httplog into a ring: $(ratio "$(m 'ringproxy full logging')" "$(m 'haproxy 2.6 httplog')")x  (target >= 1.2)"
-echo "  ringproxy logging masked / haproxy 2.6 without logging: $(ratio "$(m 'ringproxy logging masked')" "$(m 'haproxy 2.6')")x"
-echo "  full logging / logging masked:          $(ratio "$(m 'ringproxy full logging')" "$(m 'ringproxy logging masked')")x  (target >= 0.95)"
+echo "ratios (medians of req/s; within-round ratios and how often each met its target):"
+echo "  ringproxy full logging / haproxy 2.6 without logging: $(ratio "$(m "$F")" "$(m "$H")")x  (target >= 1.0; $(held full/haproxy))"
+echo "  ringproxy full logging / haproxy 2.6 httplog into a ring: $(ratio "$(m "$F")" "$(m "$L")")x  (target >= 1.2; $(held full/httplog))"
+echo "  ringproxy logging masked / haproxy 2.6 without logging: $(ratio "$(m "$M")" "$(m "$H")")x"
+echo "  full logging / logging masked:          $(ratio "$(m "$F")" "$(m "$M")")x  (target >= 0.95; $(held full/masked))"
+echo "ratios by CPU per request (haproxy's microseconds / ringproxy's, medians):"
+echo "  ringproxy full logging vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$F") us = $(ratio "$(mc "$H")" "$(mc "$F")")x  (target >= 1.0; $(held cpu:full/haproxy))"
+echo "  ringproxy full logging vs haproxy 2.6 httplog: $(mc "$L") / $(mc "$F") us = $(ratio "$(mc "$L")" "$(mc "$F")")x  (target >= 1.2; $(held cpu:full/httplog))"
+echo "  ringproxy logging masked vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$M") us = $(ratio "$(mc "$H")" "$(mc "$M")")x  ($(held cpu:masked/haproxy))"
 echo "  tracing off / compiled out (req/s):     $(ratio "$(m 'ringproxy tracing off')" "$(m 'ringproxy trace compiled out')")x"
 if [ -s "$WORK/q.bench-trace-off" ] && [ -s "$WORK/q.bench-notrace" ]; then
   read -r t50 t90 <"$WORK/q.bench-trace-off"

@@ -105,6 +105,23 @@ wrk_run() {
   WRK_ERRORS=$(grep 'Non-2xx\|Socket errors' <<<"$WRK_OUT" | tr '\n' ' ' || true)
 }
 
+# cpu_ns PID: the CPU time (user and system, nanoseconds) the threads of process PID have
+# run so far: the sum of their /proc schedstat run times (nanosecond resolution, where
+# /proc/PID/stat counts 10 ms ticks). Threads that have exited are not in it: the
+# servers measured keep theirs for the whole run.
+cpu_ns() {
+  local f t total=0
+  for f in /proc/"$1"/task/*/schedstat; do
+    read -r t _ <"$f" 2>/dev/null || continue
+    total=$((total + t))
+  done
+  echo "$total"
+}
+
+# cpu_ticks PID: "UTIME STIME" of process PID (all its threads, clock ticks), from
+# /proc/PID/stat: the split between user space and the kernel.
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
+
 # start_origin: ringlog_test_origin ($ORIGIN, one thread) on a free port, in OPORT.
 start_origin() {
   OPORT=$(free_port)
@@ -114,8 +131,8 @@ start_origin() {
 }
 
 # start_fast_origin [BYTES]: haproxy answering every request itself (`http-request return`,
-# one thread) with a BYTES-byte body (1024), on a free port in OPORT. An origin this cheap
-# bounds neither proxy in front of it, unlike ringlog_test_origin.
+# one thread) with a BYTES-byte body (1024), on a free port in OPORT, its pid in LAST. An
+# origin this cheap bounds neither proxy in front of it, unlike ringlog_test_origin.
 start_fast_origin() {
   local bytes=${1:-1024}
   OPORT=$(free_port)
@@ -128,6 +145,7 @@ print("global\n  nbthread 1\n  maxconn 4000\ndefaults\n  mode http\n  timeout cl
 PY
   haproxy -f "$WORK/fast-origin.cfg" -db >/dev/null 2>&1 &
   pids+=("$!")
+  LAST=$!
   wait_port "$OPORT" || die "the haproxy origin did not start"
 }
 
