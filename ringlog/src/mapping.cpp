@@ -146,6 +146,16 @@ void give_to_ring_group(int fd) noexcept {
   (void)::fchown(fd, static_cast<uid_t>(-1), found->gr_gid);
 }
 
+int size_file(int fd, std::uint64_t size) noexcept {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return errno;
+  // glibc emulates posix_fallocate where the file system has no fallocate (one write per
+  // block); EINTR is retried, as the call may be interrupted on a large file.
+  int rc;
+  while ((rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size))) == EINTR) {
+  }
+  return rc;
+}
+
 void Mapping::copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) const noexcept {
   const auto* s = static_cast<const std::uint8_t*>(src);
   std::uint64_t o = off(pos);

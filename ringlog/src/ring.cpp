@@ -1156,18 +1156,17 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
   detail::give_to_ring_group(fd);
   ::fchmod(fd, opts.mode & 07777);  // not subject to the umask; after the chown, which may clear setgid
   std::uint64_t total = kHeaderLen + opts.area_size;
-  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    int e = errno;
+  if (int e = detail::size_file(fd, total)) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(Errc::io, "ring " + path + ": cannot size to " + std::to_string(total) + " bytes: " + std::strerror(e));
+    throw Error(Errc::io, "ring " + path + ": cannot allocate " + std::to_string(total) + " bytes: " + std::strerror(e));
   }
   ::close(fd);
   try {
     namespace bip = boost::interprocess;
     bip::file_mapping fm(tmp.c_str(), bip::read_write);
     bip::mapped_region rg(fm, bip::read_write, 0, static_cast<std::size_t>(total));
-    auto* h = static_cast<Header*>(rg.get_address());  // zero-filled by ftruncate
+    auto* h = static_cast<Header*>(rg.get_address());  // zero-filled by size_file
     h->magic = kMagic;
     h->version = kVersion;
     h->byte_order = kByteOrderMark;

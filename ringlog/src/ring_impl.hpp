@@ -118,6 +118,13 @@ std::string validate_header(const Header* h, std::uint64_t file_size);
 inline constexpr const char* kDefaultRingGroup = "ringlog";
 void give_to_ring_group(int fd) noexcept;
 
+// Sizes a new ring or stats file to size bytes and allocates all of it (posix_fallocate):
+// a sparse file on a tmpfs such as /dev/shm gets its pages only when they are first
+// written, and a page the file system cannot give (the tmpfs is full) is a SIGBUS in the
+// writer, a crash of the server that logs. Allocated at creation, the file either has all
+// its space or its creation fails with ENOSPC. Returns 0 or the errno value.
+int size_file(int fd, std::uint64_t size) noexcept;
+
 // The pid, cached (glibc's getpid() is a system call); 0 until first use and after fork.
 extern std::atomic<std::uint32_t> g_self_pid;
 std::uint32_t self_pid_slow() noexcept;

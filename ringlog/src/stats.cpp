@@ -354,7 +354,10 @@ Stats Stats::create(const std::string& path, const StatsOptions& opts) {
   };
   ringlog::detail::give_to_ring_group(fd);
   if (::fchmod(fd, opts.mode) != 0) fail("cannot chmod stats file");
-  if (::ftruncate(fd, static_cast<off_t>(file_size)) != 0) fail("cannot size stats file");
+  if (int e = ringlog::detail::size_file(fd, file_size)) {
+    errno = e;
+    fail("cannot allocate stats file");
+  }
   void* b = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (b == MAP_FAILED) fail("cannot map stats file");
   ::close(fd);
