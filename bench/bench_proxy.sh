@@ -4,6 +4,9 @@
 #      logging (target: >= 1.0x its req/s) and with `option httplog` into one of its rings
 #      (target: >= 1.2x). All proxies sit in front of the same fast origin (a haproxy that
 #      answers 1 KiB bodies itself with `http-request return`), so the origin bounds none.
+#      Then the same four again at a fixed CPU budget: each proxy in a cpu cgroup limited
+#      to CPU_CAP % of one CPU (default 50; 0: not run), so that the proxy, not wrk or the
+#      origin sharing the machine, bounds the req/s (needs root; skipped otherwise).
 #   2. ringproxy full logging vs logging masked (--mask none)            (target: >= 0.95x)
 #   3. tracing off vs trace points compiled out (ringproxy-notrace): quantiles of
 #      Timestamp Process ("since start") over 100 000 requests, the method of seeds/002
@@ -18,7 +21,8 @@
 # less). Exits 0 unless something could not run. Every server listens on 127.0.0.1 and
 # is stopped by pid.
 # Usage: bench/bench_proxy.sh [BUILD_DIR]   (default build-bench, configured Release if new)
-# Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (5).
+# Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (5),
+# CPU_CAP (50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench_proxy
@@ -78,7 +82,7 @@ paired() {
   if /usr/bin/python3 -c "import sys; sys.exit(0 if '$r' != '-' and float('$r') >= $target else 1)"; then
     HELD[$key]=$((${HELD[$key]:-0} + 1))
   fi
-  PAIRED+=" $key ${r}x"
+  PAIRED+=" ${key%"$RSUFFIX"} ${r}x"
 }
 start_proxy() {  # start_proxy BIN INSTANCE PORT EXTRA...
   local bin=$1 inst=$2 port=$3
@@ -107,28 +111,61 @@ SERVER["ringproxy full logging"]=$LAST
 MPORT=$(free_port)
 start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
 SERVER["ringproxy logging masked"]=$LAST
-F="ringproxy full logging" M="ringproxy logging masked" H="haproxy 2.6" L="haproxy 2.6 httplog"
-declare -A URL=(["$H"]="http://127.0.0.1:$HPORT/size/1024" ["$L"]="http://127.0.0.1:$LPORT/size/1024"
-  ["$F"]="http://127.0.0.1:$FPORT/size/1024" ["$M"]="http://127.0.0.1:$MPORT/size/1024")
-# The four proxies run in one order on odd rounds and in the reverse one on even rounds
-# (ABBA), so that a drift of the machine's load over a round favours none of them.
-for r in $(seq "$ROUNDS"); do
-  run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
-  if [ $((r % 2)) -eq 1 ]; then order=("$H" "$L" "$F" "$M"); else order=("$M" "$F" "$L" "$H"); fi
-  for n in "${order[@]}"; do run_wrk "$n" "${URL[$n]}"; done
-  PAIRED=""
-  paired full/haproxy "$F" "$H" 1.0
-  paired full/httplog "$F" "$L" 1.2
-  paired full/masked "$F" "$M" 0.95
-  paired cpu:full/haproxy "$F" "$H" 1.0 cpu
-  paired cpu:full/httplog "$F" "$L" 1.2 cpu
-  paired cpu:masked/haproxy "$M" "$H" 1.0 cpu
-  echo "  round $r:$PAIRED"
-done
+declare -A URL=(["haproxy 2.6"]="http://127.0.0.1:$HPORT/size/1024"
+  ["haproxy 2.6 httplog"]="http://127.0.0.1:$LPORT/size/1024"
+  ["ringproxy full logging"]="http://127.0.0.1:$FPORT/size/1024"
+  ["ringproxy logging masked"]="http://127.0.0.1:$MPORT/size/1024")
+# proxy_rounds SUFFIX: ROUNDS rounds of the four proxies, measured under the names
+# "NAME$SUFFIX" (the ratio keys too); the origin alone first in each round when SUFFIX
+# is empty. The four run in one order on odd rounds and in the reverse one on even
+# rounds (ABBA), so that a drift of the machine's load over a round favours none.
+proxy_rounds() {
+  local x=$1 r n order
+  RSUFFIX=$x
+  F="ringproxy full logging$x" M="ringproxy logging masked$x" H="haproxy 2.6$x" L="haproxy 2.6 httplog$x"
+  for n in "$H" "$L" "$F" "$M"; do
+    SERVER[$n]=${SERVER[${n%"$x"}]}
+    URL[$n]=${URL[${n%"$x"}]}
+  done
+  for r in $(seq "$ROUNDS"); do
+    [ -n "$x" ] || run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
+    if [ $((r % 2)) -eq 1 ]; then order=("$H" "$L" "$F" "$M"); else order=("$M" "$F" "$L" "$H"); fi
+    for n in "${order[@]}"; do run_wrk "$n" "${URL[$n]}"; done
+    PAIRED=""
+    paired "full/haproxy$x" "$F" "$H" 1.0
+    paired "full/httplog$x" "$F" "$L" 1.2
+    paired "full/masked$x" "$F" "$M" 0.95
+    paired "cpu:full/haproxy$x" "$F" "$H" 1.0 cpu
+    paired "cpu:full/httplog$x" "$F" "$L" 1.2 cpu
+    paired "cpu:masked/haproxy$x" "$M" "$H" 1.0 cpu
+    echo "  round $r:$PAIRED"
+  done
+  [ -n "$x" ] || report "origin direct"
+  for n in "$H" "$L" "$F" "$M"; do report "$n"; done
+}
+proxy_rounds ""
 events=$(haproxy_ring_events "$LPORT")
 [ "$events" -gt 0 ] || die "haproxy with httplog logged nothing into its ring"
 echo "  (haproxy httplog ring: $events lines held at the end)"
-for n in "origin direct" "haproxy 2.6" "haproxy 2.6 httplog" "ringproxy full logging" "ringproxy logging masked"; do report "$n"; done
+
+# The same four at a fixed CPU budget: each proxy process in a cpu cgroup of its own with
+# a quota of CPU_CAP % of one CPU (and the largest weight, so that the quota, not the
+# machine's other work, is what bounds it). The proxy is then the bottleneck (wrk and the
+# origin have the rest of the machine), as on a server whose proxy saturates its cores,
+# and req/s is the proxy's requests per CPU-second at that budget.
+CAPX=""
+if [ "${CPU_CAP:-50}" != 0 ]; then
+  if cpu_cap "${CPU_CAP:-50}" "${SERVER["haproxy 2.6"]}" "${SERVER["haproxy 2.6 httplog"]}" \
+    "${SERVER["ringproxy full logging"]}" "${SERVER["ringproxy logging masked"]}"; then
+    CAPX=" @${CPU_CAP:-50}% CPU"
+    echo
+    echo "at a CPU budget: each proxy limited to ${CPU_CAP:-50} % of one CPU ($CPU_CAP_HOW)"
+    proxy_rounds "$CAPX"
+  else
+    echo
+    echo "at a CPU budget: skipped ($CPU_CAP_HOW)"
+  fi
+fi
 
 # Tracing off (runtime check) vs compiled out: alternate short runs until each proxy has
 # served 100 000 requests, then the quantiles of the last 100 000 Timestamp Process.
@@ -149,6 +186,8 @@ for r in $(seq 30); do
     run_wrk "ringproxy tracing off" "http://127.0.0.1:$TPORT/size/1024" 4
   fi
 done
+echo
+echo "tracing off vs trace points compiled out:"
 report "ringproxy tracing off"
 report "ringproxy trace compiled out"
 
@@ -183,15 +222,23 @@ mc() { median ${CPU[$1]}; }
 # shellcheck disable=SC2206
 held() { local v=(${RR[$1]:-}); echo "held in ${HELD[$1]:-0} of ${#v[@]} rounds (per round: ${RR[$1]% })"; }
 echo
-echo "ratios (medians of req/s; within-round ratios and how often each met its target):"
-echo "  ringproxy full logging / haproxy 2.6 without logging: $(ratio "$(m "$F")" "$(m "$H")")x  (target >= 1.0; $(held full/haproxy))"
-echo "  ringproxy full logging / haproxy 2.6 httplog into a ring: $(ratio "$(m "$F")" "$(m "$L")")x  (target >= 1.2; $(held full/httplog))"
-echo "  ringproxy logging masked / haproxy 2.6 without logging: $(ratio "$(m "$M")" "$(m "$H")")x"
-echo "  full logging / logging masked:          $(ratio "$(m "$F")" "$(m "$M")")x  (target >= 0.95; $(held full/masked))"
-echo "ratios by CPU per request (haproxy's microseconds / ringproxy's, medians):"
-echo "  ringproxy full logging vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$F") us = $(ratio "$(mc "$H")" "$(mc "$F")")x  (target >= 1.0; $(held cpu:full/haproxy))"
-echo "  ringproxy full logging vs haproxy 2.6 httplog: $(mc "$L") / $(mc "$F") us = $(ratio "$(mc "$L")" "$(mc "$F")")x  (target >= 1.2; $(held cpu:full/httplog))"
-echo "  ringproxy logging masked vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$M") us = $(ratio "$(mc "$H")" "$(mc "$M")")x  ($(held cpu:masked/haproxy))"
+# summary SUFFIX: the ratios of the proxy_rounds run of that suffix.
+summary() {
+  local x=$1
+  F="ringproxy full logging$x" M="ringproxy logging masked$x" H="haproxy 2.6$x" L="haproxy 2.6 httplog$x"
+  echo "ratios${x:+ at ${x#" @"}} (medians of req/s; within-round ratios and how often each met its target):"
+  echo "  ringproxy full logging / haproxy 2.6 without logging: $(ratio "$(m "$F")" "$(m "$H")")x  (target >= 1.0; $(held "full/haproxy$x"))"
+  echo "  ringproxy full logging / haproxy 2.6 httplog into a ring: $(ratio "$(m "$F")" "$(m "$L")")x  (target >= 1.2; $(held "full/httplog$x"))"
+  echo "  ringproxy logging masked / haproxy 2.6 without logging: $(ratio "$(m "$M")" "$(m "$H")")x"
+  echo "  full logging / logging masked:          $(ratio "$(m "$F")" "$(m "$M")")x  (target >= 0.95; $(held "full/masked$x"))"
+  echo "ratios${x:+ at ${x#" @"}} by CPU per request (haproxy's microseconds / ringproxy's, medians):"
+  echo "  ringproxy full logging vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$F") us = $(ratio "$(mc "$H")" "$(mc "$F")")x  (target >= 1.0; $(held "cpu:full/haproxy$x"))"
+  echo "  ringproxy full logging vs haproxy 2.6 httplog: $(mc "$L") / $(mc "$F") us = $(ratio "$(mc "$L")" "$(mc "$F")")x  (target >= 1.2; $(held "cpu:full/httplog$x"))"
+  echo "  ringproxy logging masked vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$M") us = $(ratio "$(mc "$H")" "$(mc "$M")")x  ($(held "cpu:masked/haproxy$x"))"
+}
+summary ""
+if [ -n "$CAPX" ]; then summary "$CAPX"; fi
+echo "tracing:"
 echo "  tracing off / compiled out (req/s):     $(ratio "$(m 'ringproxy tracing off')" "$(m 'ringproxy trace compiled out')")x"
 if [ -s "$WORK/q.bench-trace-off" ] && [ -s "$WORK/q.bench-notrace" ]; then
   read -r t50 t90 <"$WORK/q.bench-trace-off"

@@ -44,6 +44,7 @@ bench_workdir() {
   fi
   export RINGLOG_DIR
   pids=()
+  CGROUPS=()
   trap bench_cleanup EXIT
   trap 'exit 130' INT TERM
 }
@@ -51,6 +52,7 @@ bench_cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${CGROUPS[@]}"; do rmdir "$p" 2>/dev/null || true; done
   rm -rf "$WORK" "$RINGLOG_DIR"
 }
 # stop PID: SIGTERM one process we started, wait for it, drop it from the list.
@@ -121,6 +123,41 @@ cpu_ns() {
 # cpu_ticks PID: "UTIME STIME" of process PID (all its threads, clock ticks), from
 # /proc/PID/stat: the split between user space and the kernel.
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
+
+# cpu_cap PERCENT PID...: puts each process (all its threads) into a cpu cgroup of its own
+# limited to PERCENT % of one CPU, with the largest weight (so that the quota, not the
+# machine's other work, bounds it). cgroup v2 (cpu.max, cpu.weight) or v1 (cfs quota,
+# shares); needs root. Sets CPU_CAP_HOW to what it used, or to why it could not; fails
+# then. The groups are removed on exit.
+cpu_cap() {
+  local pct=$1 pid d kind
+  shift
+  if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+    kind=v2 CG_ROOT=/sys/fs/cgroup
+    grep -qw cpu "$CG_ROOT/cgroup.subtree_control" || echo +cpu >"$CG_ROOT/cgroup.subtree_control" 2>/dev/null || true
+  elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    kind=v1 CG_ROOT=/sys/fs/cgroup/cpu
+  else
+    CPU_CAP_HOW="no cpu cgroup controller here"
+    return 1
+  fi
+  for pid in "$@"; do
+    d=$CG_ROOT/$BENCH_NAME-$$-$pid
+    if ! mkdir "$d" 2>/dev/null; then
+      CPU_CAP_HOW="cannot create a cgroup under $CG_ROOT (not root?)"
+      return 1
+    fi
+    CGROUPS+=("$d")
+    if [ $kind = v2 ]; then
+      echo "$((pct * 1000)) 100000" >"$d/cpu.max" && echo 10000 >"$d/cpu.weight"
+    else
+      echo 100000 >"$d/cpu.cfs_period_us" && echo "$((pct * 1000))" >"$d/cpu.cfs_quota_us" &&
+        echo 262144 >"$d/cpu.shares"
+    fi || { CPU_CAP_HOW="cannot set the quota of $d"; return 1; }
+    echo "$pid" >"$d/cgroup.procs" || { CPU_CAP_HOW="cannot move pid $pid into $d"; return 1; }
+  done
+  CPU_CAP_HOW="cgroup $kind cpu quota ${pct}000/100000 us, one group per process"
+}
 
 # start_origin: ringlog_test_origin ($ORIGIN, one thread) on a free port, in OPORT.
 start_origin() {
