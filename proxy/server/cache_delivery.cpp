@@ -32,15 +32,14 @@ void Session::cache_fetch_head() {
   resp.status = f.beresp.status;
   resp.reason.assign(f.beresp.reason.empty() ? http::reason_phrase(f.beresp.status) : f.beresp.reason);
   resp.headers.reserve(f.beresp.headers.size() + 1);
+  // The backend's Via fields are folded into ours, stored last.
   for (const http::Header& h : f.beresp.headers) {
-    if (http::is_hop_by_hop(h.name, f.beresp.connection)) continue;
+    if (h.id == http::FieldId::Via || http::is_hop_by_hop(h, f.beresp.connection)) continue;
     resp.headers.emplace_back(std::string(h.name), std::string(h.value));
   }
   std::string via;
   http::write_via(via, f.beresp.headers, f.beresp.version_minor, srv_.config().via);
-  // write_via made "Via: ...\r\n" with the backend's Via folded in: store its value.
-  for (auto it = resp.headers.begin(); it != resp.headers.end();)
-    it = http::iequals(it->first, "Via") ? resp.headers.erase(it) : it + 1;
+  // write_via made "Via: ...\r\n": store its value.
   if (via.size() > 7) resp.headers.emplace_back("Via", via.substr(5, via.size() - 7));
   if (f.pass_object) {
     f.into = srv_.cache()->pass_object(resp, &f.bereq);

@@ -24,7 +24,7 @@ struct CacheRequest {
   bool owned = false;
   void view(const http::RequestHead& h) {
     req.method = h.method_name;
-    const http::Header* host_field = h.headers.find("Host");
+    const http::Header* host_field = h.headers.find(http::FieldId::Host);
     req.host = host_field ? host_field->value : std::string_view();
     req.url = h.target;
     req.headers.clear();

@@ -52,17 +52,18 @@ void Session::deliver_head() {
   std::uint64_t length = 0;
   bool have_length = false;
   bool kept_cl = false;
-  for (const http::Header& h : f.beresp.headers) {
-    if (http::is_hop_by_hop(h.name, f.beresp.connection) || http::iequals(h.name, "Via")) continue;
-    if (http::iequals(h.name, "Content-Length")) {
+  // Not forwarded: hop-by-hop and Connection-listed fields, Via (merged below).
+  const http::FieldSet drop = http::hop_by_hop_fields(f.beresp.connection) | http::field_bit(http::FieldId::Via);
+  http::write_fields_if(o, f.beresp.headers, [&](const http::Header& h) {
+    if ((drop & http::field_bit(h.id)) || f.beresp.connection.lists(h)) return false;
+    if (h.id == http::FieldId::ContentLength) {
       // HEAD and 304 keep the origin's length; other bodies get our framing below.
-      if (f.beresp.body != http::BodyKind::None || f.beresp.cl_and_te || kept_cl) continue;
+      if (f.beresp.body != http::BodyKind::None || f.beresp.cl_and_te || kept_cl) return false;
       kept_cl = true;
     }
-    std::size_t at = o.size();
-    http::write_header(o, h.name, h.value);
-    header_log::response_line(req_txn_, o, at);
-  }
+    header_log::response_field(req_txn_, h);  // the line as written ("Name: value")
+    return true;
+  });
   if (f.beresp.body == http::BodyKind::Length) have_length = true, length = f.beresp.content_length;
   else if (f.beresp.body == http::BodyKind::None && !kept_cl && !no_body) have_length = true, length = 0;
   std::size_t via_at = o.size();

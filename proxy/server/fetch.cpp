@@ -45,20 +45,22 @@ void build_backend_request(std::string& hd, const http::RequestHead& h, bool cac
   hd.reserve(want);  // one allocation instead of the doublings (callgrind: 5 M of 114 M)
   http::write_request_line(hd, cache_fetch ? std::string_view("GET") : h.method_name, h.target, 1);
   const std::string& trace_hdr = srv.config().trace_header;
-  for (const http::Header& x : h.headers) {
-    if (http::is_hop_by_hop(x.name, h.connection) || http::iequals(x.name, "Content-Length") ||
-        http::iequals(x.name, "Expect") || http::iequals(x.name, "Via") || http::iequals(x.name, "X-Forwarded-For") ||
-        (!trace_hdr.empty() && http::iequals(x.name, trace_hdr)))
-      continue;
-    if (cache_fetch && (http::iequals(x.name, "Range") || http::iequals(x.name, "If-Range") ||
-                        http::iequals(x.name, "If-None-Match") || http::iequals(x.name, "If-Modified-Since") ||
-                        http::iequals(x.name, "If-Match") || http::iequals(x.name, "If-Unmodified-Since")))
-      continue;
-    http::write_header(hd, x.name, x.value);
-  }
+  using http::FieldId;
+  // Not forwarded: hop-by-hop and Connection-listed fields, the client's framing and
+  // Expect (ours are written below), Via and X-Forwarded-For (merged below); for a cache
+  // fetch the conditionals and Range too (the object is fetched whole).
+  http::FieldSet drop = http::hop_by_hop_fields(h.connection) |
+                        http::field_set(FieldId::ContentLength, FieldId::Expect, FieldId::Via, FieldId::XForwardedFor);
+  if (cache_fetch)
+    drop |= http::field_set(FieldId::Range, FieldId::IfRange, FieldId::IfNoneMatch, FieldId::IfModifiedSince,
+                            FieldId::IfMatch, FieldId::IfUnmodifiedSince);
+  http::write_fields_if(hd, h.headers, [&](const http::Header& x) {
+    return !(drop & http::field_bit(x.id)) && !h.connection.lists(x) &&
+           (x.name.size() != trace_hdr.size() || trace_hdr.empty() || !http::iequals(x.name, trace_hdr));
+  });
   // Upgrade and Connection are hop-by-hop: they go on only when a tunnel can take a 101.
   if (!cache_fetch && srv.tunnel_hook && h.connection.upgrade) {
-    if (const http::Header* u = h.headers.find("Upgrade")) {
+    if (const http::Header* u = h.headers.find(FieldId::Upgrade)) {
       http::write_header(hd, "Upgrade", u->value);
       http::write_header(hd, "Connection", "upgrade");
     }

@@ -101,7 +101,7 @@ void Session::purge(const http::RequestHead& h) {
     synth(405, "PURGE is not allowed from this address", false);
     return;
   }
-  const http::Header* host = h.headers.find("Host");
+  const http::Header* host = h.headers.find(http::FieldId::Host);
   std::size_t n = srv_.cache()->purge(host ? host->value : std::string_view(), h.target);
   char why[64];
   std::snprintf(why, sizeof why, "Purged %zu", n);

@@ -2,8 +2,8 @@
 // libFuzzer target for the ringproxy HTTP/1.1 codec: request parser, response parser
 // and chunked decoder. Besides "no crash, no out-of-bounds", it checks the properties
 // the proxy relies on: views stay inside the buffer, consumed <= size, feeding the
-// same bytes in pieces gives the same outcome as all at once, and a forwarded head
-// parses again. First input byte: bits 0-1 pick the part, bit 2 small limits, bit 3
+// same bytes in pieces gives the same outcome as all at once, a forwarded head parses
+// again, and the field-id filters agree with name compares. First input byte: bits 0-1 pick the part, bit 2 small limits, bit 3
 // lax line endings; the rest of the byte seeds the split points.
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +24,37 @@ namespace {
 
 bool inside(std::string_view v, std::string_view buf) {
   return v.empty() || (v.data() >= buf.data() && v.data() + v.size() <= buf.data() + buf.size());
+}
+
+// The id filters answer what name compares answer: each field's id is the listed name
+// it equals (case-insensitive) or Other, the list's id set is its fields', Connection
+// listing by id agrees with the scan, and copying verbatim runs writes the same bytes
+// as writing field by field.
+void check_field_ids(const HeaderList& hs, const ConnectionInfo& conn) {
+  FieldSet ids = 0;
+  std::string runs, each;
+  for (const Header& h : hs) {
+    FieldId ref = FieldId::Other;
+    for (std::size_t i = 1; i < kFieldIds; ++i)
+      if (iequals(h.name, field_name(static_cast<FieldId>(i)))) ref = static_cast<FieldId>(i);
+    FUZZ_CHECK(h.id == ref);
+    ids |= field_bit(h.id);
+    FUZZ_CHECK(conn.lists(h) == conn.lists(h.name));
+    FUZZ_CHECK(is_hop_by_hop(h, conn) == is_hop_by_hop(h.name, conn));
+    if (h.verbatim) FUZZ_CHECK(std::string_view(h.name.data(), h.name.size() + 2) == std::string(h.name) + ": ");
+    write_header(each, h.name, h.value);
+  }
+  FUZZ_CHECK(ids == hs.ids());
+  std::size_t k = 0;
+  write_fields_if(runs, hs, [&](const Header&) { return (k++ % 3) != 1; });
+  k = 0;
+  std::string some;
+  for (const Header& h : hs)
+    if ((k++ % 3) != 1) write_header(some, h.name, h.value);
+  FUZZ_CHECK(runs == some);
+  runs.clear();
+  write_fields_if(runs, hs, [](const Header&) { return true; });
+  FUZZ_CHECK(runs == each);
 }
 
 Limits pick_limits(std::uint8_t sel, bool response) {
@@ -59,6 +90,7 @@ void fuzz_request(std::string_view buf, std::uint8_t sel) {
     FUZZ_CHECK(inside(whole.method_name, buf) && inside(whole.target, buf) && inside(whole.host, buf));
     FUZZ_CHECK(whole.target.size() <= l.max_url && whole.headers.size() <= l.max_headers);
     for (const Header& h : whole.headers) FUZZ_CHECK(inside(h.name, buf) && inside(h.value, buf) && is_token(h.name));
+    check_field_ids(whole.headers, whole.connection);
     FUZZ_CHECK(whole.body != BodyKind::UntilClose && whole.body != BodyKind::Tunnel);
   }
   // Same outcome when the bytes trickle in.
@@ -107,6 +139,7 @@ void fuzz_response(std::string_view buf, std::uint8_t sel) {
   if (r.done()) {
     FUZZ_CHECK(whole.status >= 100 && whole.status <= 599 && inside(whole.reason, buf));
     for (const Header& h : whole.headers) FUZZ_CHECK(inside(h.name, buf) && inside(h.value, buf));
+    check_field_ids(whole.headers, whole.connection);
     if (whole.body == BodyKind::UntilClose || whole.body == BodyKind::Tunnel) FUZZ_CHECK(!whole.keep_alive);
     if (m == Method::Head) FUZZ_CHECK(whole.body == BodyKind::None || whole.body == BodyKind::Tunnel);
   }

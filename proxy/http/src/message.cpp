@@ -3,6 +3,7 @@
 #include "ringproxy/http/message.hpp"
 
 #include "chars.hpp"
+#include "field_ids.hpp"
 
 namespace ringproxy::http {
 
@@ -33,6 +34,13 @@ bool is_token(std::string_view s) {
 }
 
 bool iequals(std::string_view a, std::string_view b) { return detail::iequals(a, b); }
+
+FieldId field_id(std::string_view name) { return detail::lookup_field(name); }
+
+std::string_view field_name(FieldId id) {
+  auto i = static_cast<std::size_t>(id);
+  return i < kFieldIds ? detail::kFieldNames[i] : std::string_view();
+}
 
 const Header* HeaderList::find(std::string_view name) const {
   for (const Header& h : v_)

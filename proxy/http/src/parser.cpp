@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "chars.hpp"
+#include "field_ids.hpp"
 
 namespace ringproxy::http {
 
@@ -258,6 +259,7 @@ Error parse_fields(const char* p, const char* end, const Limits& lim, HeaderList
       if (i < n && line[i] == '\r') return Error::BareCR;
       return Error::BadHeaderName;  // empty, non-token byte, or SP before ':'
     }
+    const std::size_t name_len = i;
     std::string_view name = line.substr(0, i);
     ++i;
     while (i < n && is_ows(line[i])) ++i;
@@ -274,39 +276,38 @@ Error parse_fields(const char* p, const char* end, const Limits& lim, HeaderList
     std::size_t vend = n;
     while (vend > vstart && is_ows(line[vend - 1])) --vend;
     std::string_view value = line.substr(vstart, vend - vstart);
-    headers.push_back({name, value});
+    const FieldId id = detail::lookup_field(name);
+    // line.data()[n] is the terminator's first byte: CR, or LF when bare LF is allowed.
+    const bool verbatim = vstart == name_len + 2 && line[name_len + 1] == ' ' && vend == n && line.data()[n] == '\r';
+    headers.push_back({name, value, id, verbatim});
 
     Error e = Error::None;
-    switch (name.size()) {
-      case 4:
-        if (detail::iequals(name, "host")) {
-          ++f.host_count;
-          f.host = value;
-        }
+    switch (id) {
+      case FieldId::Host:
+        ++f.host_count;
+        f.host = value;
         break;
-      case 6:
-        if (detail::iequals(name, "expect")) {
-          if (detail::iequals(value, "100-continue")) f.expect_continue = true;
-          else f.expect_unknown = true;
-        }
+      case FieldId::Expect:
+        if (detail::iequals(value, "100-continue")) f.expect_continue = true;
+        else f.expect_unknown = true;
         break;
-      case 10:
-        if (detail::iequals(name, "connection")) {
-          if (conn.count >= ConnectionInfo::kMaxFields) return Error::TooManyConnectionHeaders;
-          conn.values[conn.count++] = value;
-          detail::for_each_list_element(value, [&](std::string_view t) {
-            if (detail::iequals(t, "close")) conn.close = true;
-            else if (detail::iequals(t, "keep-alive")) conn.keep_alive = true;
-            else if (detail::iequals(t, "upgrade")) conn.upgrade = true;
-          });
-        }
+      case FieldId::Connection:
+        if (conn.count >= ConnectionInfo::kMaxFields) return Error::TooManyConnectionHeaders;
+        conn.values[conn.count++] = value;
+        detail::for_each_list_element(value, [&](std::string_view t) {
+          const FieldId tid = detail::lookup_field(t);
+          switch (tid) {
+            case FieldId::Close: conn.close = true; break;
+            case FieldId::KeepAlive: conn.keep_alive = true; break;
+            case FieldId::Upgrade: conn.upgrade = true; break;
+            case FieldId::Other: conn.lists_other = true; break;
+            default: break;
+          }
+          if (tid != FieldId::Other) conn.listed |= field_bit(tid);
+        });
         break;
-      case 14:
-        if (detail::iequals(name, "content-length")) e = parse_content_length(value, f);
-        break;
-      case 17:
-        if (detail::iequals(name, "transfer-encoding")) e = parse_transfer_encoding(value, f);
-        break;
+      case FieldId::ContentLength: e = parse_content_length(value, f); break;
+      case FieldId::TransferEncoding: e = parse_transfer_encoding(value, f); break;
       default: break;
     }
     if (e != Error::None) return e;

@@ -9,20 +9,7 @@
 
 namespace ringproxy::http {
 
-
-
-bool is_hop_by_hop(std::string_view name) {
-  switch (name.size()) {
-    case 2: return detail::iequals(name, "te");
-    case 7: return detail::iequals(name, "trailer") || detail::iequals(name, "upgrade");
-    case 10: return detail::iequals(name, "connection") || detail::iequals(name, "keep-alive");
-    case 16: return detail::iequals(name, "proxy-connection");
-    case 17: return detail::iequals(name, "transfer-encoding");
-    case 18: return detail::iequals(name, "proxy-authenticate");
-    case 19: return detail::iequals(name, "proxy-authorization");
-    default: return false;
-  }
-}
+bool is_hop_by_hop(std::string_view name) { return (kHopByHopFields & field_bit(field_id(name))) != 0; }
 
 bool is_hop_by_hop(std::string_view name, const ConnectionInfo& conn) {
   return is_hop_by_hop(name) || (conn.count && conn.lists(name));
@@ -132,13 +119,34 @@ void end_head(std::string& out) { out.append("\r\n"); }
 
 namespace {
 
-// Appends one field line `name: v1, v2, ..., ours`.
-void write_joined(std::string& out, std::string_view name, const HeaderList& headers, std::string_view ours_a,
+// Appends one field line `name: v1, v2, ..., ours` (the values of the fields `id`).
+void write_joined(std::string& out, FieldId id, const HeaderList& headers, std::string_view ours_a,
                   std::string_view ours_b) {
+  const std::string_view name = field_name(id);
+  if (!headers.has(id)) {
+    // The usual case: nothing to merge, one line of ours.
+    const std::size_t n = name.size() + 2 + ours_a.size() + ours_b.size() + 2;
+    char line[256];
+    if (n <= sizeof line) {
+      char* p = line;
+      std::memcpy(p, name.data(), name.size());
+      p += name.size();
+      *p++ = ':';
+      *p++ = ' ';
+      std::memcpy(p, ours_a.data(), ours_a.size());
+      p += ours_a.size();
+      std::memcpy(p, ours_b.data(), ours_b.size());
+      p += ours_b.size();
+      *p++ = '\r';
+      *p = '\n';
+      out.append(line, n);
+      return;
+    }
+  }
   out.append(name);
   out.append(": ");
   for (const Header& h : headers) {
-    if (!detail::iequals(h.name, name) || h.value.empty()) continue;
+    if (h.id != id || h.value.empty()) continue;
     out.append(h.value);
     out.append(", ");
   }
@@ -149,27 +157,22 @@ void write_joined(std::string& out, std::string_view name, const HeaderList& hea
 
 void write_fields(std::string& out, const HeaderList& headers, const ConnectionInfo& conn,
                   const ForwardOptions& opt, bool request) {
-  for (const Header& h : headers) {
-    if (is_hop_by_hop(h.name, conn)) continue;
-    if (!opt.keep_framing && detail::iequals(h.name, "content-length")) continue;
-    if (!opt.via.empty() && detail::iequals(h.name, "via")) continue;
-    if (request && !opt.client_addr.empty() && detail::iequals(h.name, "x-forwarded-for")) continue;
-    out.append(h.name);
-    out.append(": ");
-    out.append(h.value);
-    out.append("\r\n");
-  }
+  FieldSet drop = hop_by_hop_fields(conn);
+  if (!opt.keep_framing) drop |= field_bit(FieldId::ContentLength);
+  if (!opt.via.empty()) drop |= field_bit(FieldId::Via);
+  if (request && !opt.client_addr.empty()) drop |= field_bit(FieldId::XForwardedFor);
+  write_fields_if(out, headers, [&](const Header& h) { return !(drop & field_bit(h.id)) && !conn.lists(h); });
 }
 
 }  // namespace
 
 void write_via(std::string& out, const HeaderList& headers, std::uint8_t version_minor, std::string_view pseudonym) {
   char proto[5] = {'1', '.', static_cast<char>('0' + (version_minor > 9 ? 1 : version_minor)), ' ', 0};
-  write_joined(out, "Via", headers, std::string_view(proto, 4), pseudonym);
+  write_joined(out, FieldId::Via, headers, std::string_view(proto, 4), pseudonym);
 }
 
 void write_x_forwarded_for(std::string& out, const HeaderList& headers, std::string_view client_addr) {
-  write_joined(out, "X-Forwarded-For", headers, client_addr, {});
+  write_joined(out, FieldId::XForwardedFor, headers, client_addr, {});
 }
 
 void write_forward_request(std::string& out, const RequestHead& req, const ForwardOptions& opt,

@@ -35,9 +35,47 @@ enum class BodyKind : std::uint8_t {
   Tunnel,      // responses only: 2xx to CONNECT or 101: bytes flow both ways until close
 };
 
+// The fields the proxy acts on by name (fields.def), so that its filters are bit tests:
+// the parser gives each field its id once. Other: any name not listed.
+enum class FieldId : std::uint8_t {
+  Other,
+#define RINGPROXY_FIELD(id, name, hop_by_hop) id,
+#include "ringproxy/http/fields.def"
+#undef RINGPROXY_FIELD
+};
+inline constexpr std::size_t kFieldIds = 1
+#define RINGPROXY_FIELD(id, name, hop_by_hop) +1
+#include "ringproxy/http/fields.def"
+#undef RINGPROXY_FIELD
+    ;
+
+// A set of field ids. Other has a bit too, but no filter ever holds it.
+using FieldSet = std::uint32_t;
+static_assert(kFieldIds <= 32, "a FieldSet holds every field id");
+constexpr FieldSet field_bit(FieldId id) { return FieldSet{1} << static_cast<unsigned>(id); }
+template <class... Ids>
+constexpr FieldSet field_set(Ids... ids) {
+  return (FieldSet{0} | ... | field_bit(ids));
+}
+// The hop_by_hop column of fields.def.
+inline constexpr FieldSet kHopByHopFields = 0
+#define RINGPROXY_FIELD(id, name, hop_by_hop) | ((hop_by_hop) ? field_bit(FieldId::id) : 0)
+#include "ringproxy/http/fields.def"
+#undef RINGPROXY_FIELD
+    ;
+
+// The id of a field name (case-insensitive, exact: a prefix of a listed name is Other).
+FieldId field_id(std::string_view name);
+// The name as fields.def spells it ("" for Other).
+std::string_view field_name(FieldId id);
+
 struct Header {
   std::string_view name;   // as sent (a valid token)
   std::string_view value;  // without leading/trailing OWS; may be empty
+  FieldId id = FieldId::Other;  // field_id(name)
+  // Received as exactly "name: value\r\n" (one SP, no trailing OWS, CRLF): the bytes
+  // from name.data() to two past the value's end can be copied as the line.
+  bool verbatim = false;
 };
 
 // Field lines in the order received. Storage is reused between messages: after the
@@ -46,8 +84,15 @@ class HeaderList {
  public:
   HeaderList() = default;
   void reserve(std::size_t n) { v_.reserve(n); }
-  void clear() { v_.clear(); }
-  void push_back(Header h) { v_.push_back(h); }
+  void clear() {
+    v_.clear();
+    ids_ = 0;
+  }
+  // h.id must be field_id(h.name): the lookups by id trust it.
+  void push_back(Header h) {
+    ids_ |= field_bit(h.id);
+    v_.push_back(h);
+  }
   std::size_t size() const { return v_.size(); }
   bool empty() const { return v_.empty(); }
   const Header& operator[](std::size_t i) const { return v_[i]; }
@@ -56,12 +101,22 @@ class HeaderList {
 
   // First field with this name (case-insensitive), nullptr if none.
   const Header* find(std::string_view name) const;
+  const Header* find(FieldId id) const {
+    if (!has(id)) return nullptr;
+    for (const Header& h : v_)
+      if (h.id == id) return &h;
+    return nullptr;
+  }
+  // Is there a field with this id? (One bit test: the list keeps the set of its ids.)
+  bool has(FieldId id) const { return (ids_ & field_bit(id)) != 0; }
+  FieldSet ids() const { return ids_; }
   std::size_t count(std::string_view name) const;
   // Does any field `name` contain `token` in its comma-separated list (case-insensitive)?
   bool has_token(std::string_view name, std::string_view token) const;
 
  private:
   std::vector<Header> v_;
+  FieldSet ids_ = 0;
 };
 
 // The values of the Connection header fields, for keep-alive and hop-by-hop decisions.
@@ -72,8 +127,18 @@ struct ConnectionInfo {
   bool close = false;       // "close" listed
   bool keep_alive = false;  // "keep-alive" listed
   bool upgrade = false;     // "upgrade" listed
+  // The listed tokens that are fields.def names, and whether any other token is listed
+  // (set by the parser with `values`): most fields are tested with one bit.
+  FieldSet listed = 0;
+  bool lists_other = false;
   // Is `token` (a field name) listed in any Connection field? (case-insensitive)
   bool lists(std::string_view token) const;
+  // Is the field's name listed? Same answer as lists(h.name), without a scan unless
+  // a token that is no fields.def name is listed and the field is Other.
+  bool lists(const Header& h) const {
+    if (h.id != FieldId::Other) return (listed & field_bit(h.id)) != 0;
+    return lists_other && lists(h.name);
+  }
 };
 
 struct RequestHead {

@@ -17,6 +17,15 @@ namespace ringproxy::http {
 bool is_hop_by_hop(std::string_view name);
 // Hop-by-hop, or named in one of the message's Connection fields.
 bool is_hop_by_hop(std::string_view name, const ConnectionInfo& conn);
+// The same for a parsed field, by its id (a scan of Connection only for an Other field
+// when Connection lists a token that is no fields.def name).
+inline bool is_hop_by_hop(const Header& h, const ConnectionInfo& conn) {
+  return (kHopByHopFields & field_bit(h.id)) != 0 || conn.lists(h);
+}
+// The fields a proxy never forwards from this message: the hop-by-hop ones and the
+// fields.def names its Connection lists (an Other name listed still needs
+// conn.lists(h): see write_fields_if).
+inline FieldSet hop_by_hop_fields(const ConnectionInfo& conn) { return kHopByHopFields | conn.listed; }
 
 std::string_view reason_phrase(int status);  // "OK", "Not Found"...; "Unknown" otherwise
 
@@ -27,6 +36,31 @@ void write_status_line(std::string& out, int status, std::string_view reason = {
 void write_header(std::string& out, std::string_view name, std::string_view value);
 void write_header(std::string& out, std::string_view name, std::uint64_t value);
 void end_head(std::string& out);  // the empty line
+
+// Appends "Name: value\r\n" for each field of `headers` that keep(h) accepts, in
+// order. Fields received verbatim on consecutive lines are copied with one append (a
+// head's kept fields are mostly one run).
+template <class Keep>
+void write_fields_if(std::string& out, const HeaderList& headers, Keep&& keep) {
+  const char* run = nullptr;
+  const char* run_end = nullptr;
+  for (const Header& h : headers) {
+    if (!keep(h)) continue;
+    if (h.verbatim) {
+      const char* line_end = h.value.data() + h.value.size() + 2;
+      if (h.name.data() != run_end) {
+        if (run) out.append(run, static_cast<std::size_t>(run_end - run));
+        run = h.name.data();
+      }
+      run_end = line_end;
+    } else {
+      if (run) out.append(run, static_cast<std::size_t>(run_end - run));
+      run = run_end = nullptr;
+      write_header(out, h.name, h.value);
+    }
+  }
+  if (run) out.append(run, static_cast<std::size_t>(run_end - run));
+}
 
 struct ForwardOptions {
   std::string_view via = "ringproxy";  // Via: "1.<minor> <via>" appended to the list; empty: none
