@@ -52,8 +52,9 @@ struct Image {
   // by default; tests and fuzz targets set a function of their own after parse().
   repair::Liveness alive = repair::system_alive;
 
-  const std::uint8_t* area() const noexcept { return file.data() + header_len; }
-  std::uint8_t at(std::uint64_t pos) const noexcept { return area()[pos % area_size]; }
+  // Inlined even at -O1 (the fuzz build): the framing reads call them per byte.
+  [[gnu::always_inline]] const std::uint8_t* area() const noexcept { return file.data() + header_len; }
+  [[gnu::always_inline]] std::uint8_t at(std::uint64_t pos) const noexcept { return area()[pos % area_size]; }
   // ringlog layout only (the file is 64-byte aligned: parse() checks it).
   const format::Header& hdr() const noexcept { return *reinterpret_cast<const format::Header*>(file.data()); }
   format::Header& hdr_mut() const noexcept { return *reinterpret_cast<format::Header*>(file.data()); }
@@ -91,6 +92,7 @@ struct WalkOptions {
   bool scan = false;           // resynchronise after damage by scanning (haring -r)
   bool live_recheck = true;    // ringlog: discard copies that head overtook meanwhile
   std::uint64_t max_messages = ~0ULL;
+  bool keep_messages = true;   // false: only check the framing (messages stays empty; no payload copies)
 };
 
 struct WalkResult {

@@ -44,8 +44,12 @@ const Inflight* inflight_at(const std::vector<Inflight>& v, std::uint64_t x) noe
 
 // good[p - window_lo]: the framing from p reaches tail - 1 exactly (skipping recorded
 // in-flight batches), through RC bytes that are 0 or accounted for by a reader slot.
-// Empty when the window is too large to scan.
+// Empty when the window is too large to scan (see scannable()). Costs a frame decode
+// per position: callers build it only when they need it.
 std::vector<std::uint8_t> chain_map(const Image& img, const std::vector<Inflight>& inflight);
+
+// Whether chain_map() can map the window (it is not too large).
+bool scannable(const Image& img) noexcept;
 
 // Where a rebuilt head starts, given chain_map()'s result (not empty).
 std::uint64_t rebuilt_head(const Image& img, const std::vector<std::uint8_t>& good) noexcept;

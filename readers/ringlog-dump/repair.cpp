@@ -138,17 +138,27 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
 
   // -- where the messages are.
   std::vector<Inflight> inflight = inflight_batches(img);
-  std::vector<std::uint8_t> good = chain_map(img, inflight);
-  if (good.empty()) return give_up("the area is too large to scan");
+  if (!scannable(img)) return give_up("the area is too large to scan");
+  // The boundary map costs a frame decode per position of the window: it is built
+  // when head must be rebuilt or the walk meets damage, not for a ring that frames
+  // well. Built late, it is the same map: the walk only rewrites bytes before the
+  // position it has reached, and the map of a position depends on the bytes from
+  // there to the tail.
+  std::vector<std::uint8_t> good;
+  auto map = [&]() -> const std::vector<std::uint8_t>& {
+    if (good.empty()) good = chain_map(img, inflight);
+    return good;
+  };
   const std::uint64_t t = img.tail, lo = img.window_lo(), limit = t - 1;
   auto first_good = [&](std::uint64_t from) {
+    const std::vector<std::uint8_t>& g = map();
     for (std::uint64_t p = std::max(from, lo); p < t; ++p)
-      if (good[p - lo]) return p;
+      if (g[p - lo]) return p;
     return limit;
   };
   std::uint64_t head = img.head;
   if (!img.positions_ok || head < lo || head > limit) {
-    std::uint64_t nh = rebuilt_head(img, good);
+    std::uint64_t nh = rebuilt_head(img, map());
     rep.fixed.push_back(fmt("head was not trustworthy (%s); rebuilt by scanning for message boundaries: %" PRIu64,
                             img.positions_ok ? "outside the window" : img.positions_why.c_str(),
                             rl ? nh : nh % size));
@@ -213,10 +223,9 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       pos = q;
       continue;
     }
-    if (f.kind == MsgKind::data && !is_haproxy(img.layout)) {
-      std::string p = copy_payload(img, pos + 1 + f.vl, f.len);
-      if (!p.empty() && static_cast<std::uint8_t>(p[0]) == kBatchMarker && !decodes(p)) ++rep.bad_records;
-    }
+    if (f.kind == MsgKind::data && !is_haproxy(img.layout) && f.len && img.at(pos + 1 + f.vl) == kBatchMarker &&
+        !decodes(copy_payload(img, pos + 1 + f.vl, f.len)))
+      ++rep.bad_records;
     prev_counted = f.kind != MsgKind::pad && f.raw_kind != 3;
     if (prev_counted) {
       ++rep.kept_msgs;
@@ -302,7 +311,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   img.positions_why.clear();
 
   // -- the result must read cleanly.
-  WalkResult check = walk(img, WalkOptions{.scan = false, .live_recheck = false});
+  WalkResult check = walk(img, WalkOptions{.scan = false, .live_recheck = false, .keep_messages = false});
   if (!check.complete) return give_up("internal: the repaired ring does not read cleanly: " + check.stop_reason);
   return rep.changed() ? RepairStatus::repaired : RepairStatus::clean;
 }

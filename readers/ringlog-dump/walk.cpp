@@ -65,7 +65,8 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
     return true;
   };
 
-  while (pos < limit && w.messages.size() < o.max_messages) {
+  std::uint64_t listed = 0;  // messages found (kept in w.messages unless !keep_messages)
+  while (pos < limit && listed < o.max_messages) {
     if (live) {
       std::uint64_t h = img.hdr().head.load(std::memory_order_acquire);  // P1
       if (h > pos) {
@@ -98,22 +99,30 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
       pos += f.span;
       continue;
     }
-    Message m;
+    if (!o.keep_messages) {
+      ++listed;
+      pos += f.span;
+      continue;
+    }
+    Message& m = w.messages.emplace_back();  // built in place: a zeroed area is thousands of messages
     m.pos = pos;
     m.rc = rc;
     m.kind = f.kind;
-    m.payload = copy_payload(img, pos + 1 + f.vl, f.len);
+    if (f.len) m.payload = copy_payload(img, pos + 1 + f.vl, f.len);
     if (live) {
       std::atomic_thread_fence(std::memory_order_acquire);  // P2
       std::uint64_t h = img.hdr().head.load(std::memory_order_relaxed);
-      if (h > pos) continue;  // overwritten while copied: the next round counts the loss
+      if (h > pos) {  // overwritten while copied: the next round counts the loss
+        w.messages.pop_back();
+        continue;
+      }
     }
-    w.messages.push_back(std::move(m));
+    ++listed;
     pos += f.span;
   }
   w.end = pos;
   w.complete = pos == limit;
-  if (!w.complete && w.stop_reason.empty() && w.messages.size() >= o.max_messages) w.stop_reason = "message limit";
+  if (!w.complete && w.stop_reason.empty() && listed >= o.max_messages) w.stop_reason = "message limit";
   return w;
 }
 
