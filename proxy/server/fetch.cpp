@@ -567,7 +567,7 @@ void Fetch::finish(bool reusable) {
   }
   if (head_ready) {
     bereq.timestamp("BerespBody");
-    if (bereq.enabled(Tag::Length)) bereq.record(Tag::Length, ringlog::Line().u(body_rx).view());
+    bereq.record_with<20>(Tag::Length, [&](char* o) { return ringlog::format_u64(o, body_rx); });
   }
   header_log::backend_acct(bereq, {.hdr_rx = hdr_rx, .body_rx = body_rx, .hdr_tx = hdr_tx, .body_tx = body_tx});
   if (backend) {

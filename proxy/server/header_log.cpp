@@ -35,8 +35,15 @@ void field_lines(ringlog::Txn& t, Tag tag, std::string_view head) {
 }
 
 void acct(ringlog::Txn& t, Tag tag, std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d) {
-  if (!t.enabled(tag)) return;
-  t.record(tag, ringlog::Line().u(a).sp().u(b).sp().u(a + b).sp().u(c).sp().u(d).sp().u(c + d).view());
+  // Six numbers of at most 20 digits and their five spaces.
+  t.record_with<6 * 20 + 5>(tag, [&](char* o) {
+    char* p = o;
+    for (std::uint64_t v : {a, b, a + b, c, d}) {
+      p += ringlog::format_u64(p, v);
+      *p++ = ' ';
+    }
+    return std::size_t(p - o) + ringlog::format_u64(p, c + d);
+  });
 }
 
 }  // namespace
@@ -58,7 +65,7 @@ void backend_request(ringlog::Txn& bereq, std::string_view method, std::string_v
 
 void backend_response(ringlog::Txn& bereq, const http::ResponseHead& h) {
   bereq.record(Tag::BerespProtocol, h.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
-  bereq.record(Tag::BerespStatus, ringlog::Line().u(h.status).view());
+  bereq.record_with<20>(Tag::BerespStatus, [&](char* o) { return ringlog::format_u64(o, h.status); });
   bereq.record(Tag::BerespReason, h.reason);
   if (bereq.enabled(Tag::BerespHeader))
     for (const http::Header& x : h.headers) field(bereq, Tag::BerespHeader, x);
@@ -66,7 +73,11 @@ void backend_response(ringlog::Txn& bereq, const http::ResponseHead& h) {
 
 void response_status(ringlog::Txn& req, int status, std::string_view reason) {
   req.record(Tag::RespProtocol, "HTTP/1.1");
-  req.record(Tag::RespStatus, ringlog::Line().i(status).view());
+  req.record_with<21>(Tag::RespStatus, [&](char* o) {
+    if (status >= 0) return ringlog::format_u64(o, std::uint64_t(status));
+    o[0] = '-';
+    return 1 + ringlog::format_u64(o + 1, std::uint64_t(0) - std::uint64_t(std::int64_t(status)));
+  });
   req.record(Tag::RespReason, reason.empty() ? http::reason_phrase(status) : reason);
 }
 

@@ -81,7 +81,8 @@ struct SecondText {
 };
 thread_local SecondText t_second;
 
-// "<type> <vxid> <reason>", the payload of Begin and Link.
+// "<type> <vxid> <reason>", the payload of Begin and Link: at most kRefMax bytes.
+constexpr std::size_t kRefMax = 160;
 std::size_t format_ref(char* out, std::size_t room, TxnType type, std::uint64_t vxid, std::string_view reason) {
   std::string_view tn = type_name(type);
   std::size_t n = tn.size();
@@ -106,9 +107,8 @@ Txn::Txn(detail::LogState* log, TxnType type, std::uint64_t vxid, std::uint64_t 
   // At most what an empty buffer holds, with the byte vsnprintf needs for its NUL.
   max_rec_ = static_cast<std::uint32_t>(
       std::min<std::size_t>(log->ctl->max_record(), cap_ - hdr_len_ - kRecordHeaderMax - 1));
-  char b[160];
-  std::size_t n = format_ref(b, sizeof b, type, parent, reason);
-  put(Tag::Begin, b, n);
+  auto ref = [&](char* out) { return format_ref(out, kRefMax, type, parent, reason); };
+  put_with<kRefMax>(Tag::Begin, ref);
 }
 
 Txn::Txn(Txn&& o) noexcept
@@ -172,6 +172,14 @@ void Txn::put_slow(Tag t, const void* p, std::size_t n) noexcept {
   pos_ += encode_record_header(pos_, t, n, trunc);
   std::memcpy(pos_, p ? p : "", n);
   pos_ += n;
+}
+
+void Txn::place_long(Tag t, std::size_t n) noexcept {
+  std::uint8_t h[kRecordHeaderMax];
+  std::size_t hl = encode_record_header(h, t, n, false);
+  std::memmove(pos_ + hl, pos_ + kShortRecordHeader, n);
+  std::memcpy(pos_, h, hl);
+  pos_ += hl + n;
 }
 
 void Txn::recordf(Tag t, const char* fmt, ...) noexcept {
@@ -284,8 +292,8 @@ void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
 
 void Txn::link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept {
   if (!log_) return;
-  char b[160];
-  put(Tag::Link, b, format_ref(b, sizeof b, child_type, child_vxid, reason));
+  auto ref = [&](char* out) { return format_ref(out, kRefMax, child_type, child_vxid, reason); };
+  put_with<kRefMax>(Tag::Link, ref);
 }
 
 Txn Txn::child(TxnType type, std::string_view reason) {

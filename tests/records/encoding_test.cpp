@@ -220,3 +220,54 @@ TEST(Encoding, RecordLargerThanTheBufferIsCutToWhatOneBatchHolds) {
   EXPECT_GT(urls[0].payload.size(), 250u);
   EXPECT_LT(urls[0].payload.size(), 300u);
 }
+
+// record_with formats in the buffer: payloads on either side of the two-byte header's
+// limit, one cut by the record limit, one that does not fit the buffer's rest, one on
+// a parked transaction; each reads back as record() would have written it.
+TEST(Encoding, RecordWithWritesWhatRecordWould) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20}, {.txn_buffer = 1024});
+  auto fill = [](std::size_t n, char c) {
+    return [n, c](char* o) {
+      std::memset(o, c, n);
+      return n;
+    };
+  };
+  std::vector<std::string> want;
+  {
+    Txn t = log.begin(TxnType::req, "rxreq");
+    for (std::size_t n : {0, 1, 119, 120, 200}) {
+      t.record_with<200>(Tag::ReqURL, fill(n, 'a'));
+      want.push_back(std::string(n, 'a'));
+    }
+    t.record_with<20>(Tag::Length, [](char* o) { return format_u64(o, 1234567); });
+    want.push_back("1234567");
+    while (t.buffered() < 1024 - 300) t.record(Tag::ReqURL, std::string(100, 'f'));
+    t.record_with<400>(Tag::ReqURL, fill(300, 'b'));  // no room left: the buffer ships first
+    t.park();
+    t.record_with<200>(Tag::ReqURL, fill(5, 'c'));  // parked: takes a buffer again
+    t.end();
+  }
+  log.control().set_max_record(100);
+  {
+    Txn t = log.begin(TxnType::req, "rxreq");
+    t.record_with<200>(Tag::ReqURL, fill(150, 'd'));  // over the record limit: cut
+    t.end();
+  }
+  log.control().set_max_record(0);
+
+  std::vector<std::string> urls;
+  bool cut = false;
+  for (auto& b : test::read_batches(p))
+    for (auto& r : b.records) {
+      if (r.tag == Tag::Length) urls.push_back(std::string(r.payload));
+      if (r.tag != Tag::ReqURL || r.payload == std::string(100, 'f')) continue;
+      urls.push_back(std::string(r.payload));
+      if (!r.payload.empty() && r.payload[0] == 'd') cut = r.truncated;
+    }
+  want.push_back(std::string(300, 'b'));
+  want.push_back("ccccc");
+  want.push_back(std::string(100, 'd'));
+  EXPECT_EQ(urls, want);
+  EXPECT_TRUE(cut);
+}

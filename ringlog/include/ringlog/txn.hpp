@@ -56,6 +56,14 @@ class Txn {
   void record(Tag t, std::span<const std::byte> bytes) noexcept {
     if (enabled(t)) put(t, bytes.data(), bytes.size());
   }
+  // A payload of at most Max bytes formatted straight into the buffer by f(char* out),
+  // which writes at most Max bytes at out and returns the payload's length; called only
+  // when the tag is enabled. Saves the stack line and its copy of record(t, line.view()):
+  //   txn.record_with<20>(Tag::Length, [&](char* o) { return ringlog::format_u64(o, n); });
+  template <std::size_t Max, class F>
+  void record_with(Tag t, F&& f) noexcept {
+    if (enabled(t)) put_with<Max>(t, f);
+  }
   // printf-style; formats straight into the transaction's buffer, only when enabled.
   void recordf(Tag t, const char* fmt, ...) noexcept __attribute__((format(printf, 3, 4)));
   void vrecordf(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
@@ -118,6 +126,29 @@ class Txn {
     put_slow(t, p, n);
   }
   void put_slow(Tag t, const void* p, std::size_t n) noexcept;
+  template <std::size_t Max, class F>
+  void put_with(Tag t, F& f) noexcept {
+    static_assert(Max <= 4096, "record_with formats on the stack when the buffer is short");
+    if (max_rec_ >= Max && std::size_t(end_ - pos_) >= Max + kRecordHeaderMax) [[likely]] {
+      // After a two-byte header (payloads under 120 bytes); a longer one slides along.
+      std::size_t n = f(reinterpret_cast<char*>(pos_) + kShortRecordHeader);
+      if (n < kShortRecordPayload) [[likely]] {
+        pos_[0] = static_cast<std::uint8_t>(t);
+        pos_[1] = static_cast<std::uint8_t>(n << 1);
+        pos_ += kShortRecordHeader + n;
+        return;
+      }
+      place_long(t, n);
+      return;
+    }
+    char b[Max];
+    put_slow(t, b, f(b));
+  }
+  // A payload of n >= kShortRecordPayload bytes formatted at pos_ + kShortRecordHeader:
+  // moved after its longer header.
+  void place_long(Tag t, std::size_t n) noexcept;
+  static constexpr std::size_t kShortRecordHeader = 2;
+  static constexpr std::size_t kShortRecordPayload = 120;
   // Out of line and cold, so that a disabled trace point's code stays a fall-through.
   [[gnu::cold, gnu::noinline]] void trace_slow(std::string_view text) noexcept;
   void vput(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
