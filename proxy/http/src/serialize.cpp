@@ -133,9 +133,10 @@ void write_joined(std::string& out, FieldId id, const HeaderList& headers, std::
       p += name.size();
       *p++ = ':';
       *p++ = ' ';
-      std::memcpy(p, ours_a.data(), ours_a.size());
+      // (ours_b is an empty view for X-Forwarded-For: its data() may be null)
+      if (!ours_a.empty()) std::memcpy(p, ours_a.data(), ours_a.size());
       p += ours_a.size();
-      std::memcpy(p, ours_b.data(), ours_b.size());
+      if (!ours_b.empty()) std::memcpy(p, ours_b.data(), ours_b.size());
       p += ours_b.size();
       *p++ = '\r';
       *p = '\n';
