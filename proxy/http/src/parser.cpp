@@ -243,7 +243,7 @@ Error parse_transfer_encoding(std::string_view v, FieldFacts& f) {
 Error parse_fields(const char* p, const char* end, const Limits& lim, HeaderList& headers,
                    ConnectionInfo& conn, FieldFacts& f) {
   headers.clear();
-  conn = ConnectionInfo{};
+  conn.clear();
   while (true) {
     const char* lf = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
     // The scan guaranteed an empty line before `end`.
