@@ -75,12 +75,20 @@ struct Msg {
   std::uint64_t varint = 0;  // the framing varint (len << 2 | kind), packed (varint_pack)
   std::uint64_t needed = 0;  // 1 (RC) + varint + len
   std::size_t varint_len() const noexcept { return static_cast<std::size_t>(needed - 1 - len); }
+  MsgKind kind() const noexcept { return MsgKind(varint & kKindMask); }  // the low bits of the varint
 };
 static_assert(std::endian::native == std::endian::little, "Msg::varint holds the varint's bytes in memory order");
 
 inline Msg make_msg(const iovec* parts, std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
+  const std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
   std::size_t vl;
-  std::uint64_t v = varint_pack((len << kKindBits) | std::uint64_t(kind), vl);
+  std::uint64_t v;
+  if (word < 240 + (128 << 4)) [[likely]] {  // payloads below 572 bytes: varint_pack's first two cases, inline
+    vl = word < 240 ? 1 : 2;
+    v = word < 240 ? word : ((word | 240) & 0xFF) | ((word - 240) >> 4) << 8;
+  } else {
+    v = varint_pack(word, vl);
+  }
   return {parts, nparts, len, v, 1 + vl + len};
 }
 
@@ -218,11 +226,12 @@ struct Area {
   std::atomic_ref<std::uint8_t> rc(std::uint64_t pos) const noexcept {
     return std::atomic_ref<std::uint8_t>(base[off(pos)]);
   }
-  std::uint8_t byte(std::uint64_t pos) const noexcept {
+  std::uint8_t byte(std::uint64_t pos) const noexcept { return byte_at(base, off(pos)); }
+  static std::uint8_t byte_at(std::uint8_t* base, std::uint64_t o) noexcept {
 #ifdef RINGLOG_TSAN
-    return std::atomic_ref<std::uint8_t>(base[off(pos)]).load(std::memory_order_relaxed);
+    return std::atomic_ref<std::uint8_t>(base[o]).load(std::memory_order_relaxed);
 #else
-    return base[off(pos)];
+    return base[o];
 #endif
   }
   // The general copy (wrap-around, or relaxed atomics under ThreadSanitizer); by value,
@@ -288,7 +297,11 @@ template <bool Pow2>
 #endif
   if (limit - pos < 2) return 0;  // no room for even a one-byte length
   std::uint64_t word = 0;
-  std::size_t vl = varint_decode([m, pos](std::size_t i) { return m.byte(pos + 1 + i); },
+  // The lambda holds the Area's fields, not a copy of the Area (which kept it out of registers).
+  auto at = [base = m.base, size = m.size, mask = m.mask, pos](std::size_t i) {
+    return Area<Pow2>::byte_at(base, Pow2 ? ((pos + 1 + i) & mask) : ((pos + 1 + i) % size));
+  };
+  std::size_t vl = varint_decode(at,
                                  static_cast<std::size_t>(std::min<std::uint64_t>(kVarintMax, limit - pos - 1)),
                                  word);
   if (vl == 0) return 0;
@@ -639,10 +652,11 @@ template <bool Pow2>
       std::memcpy(d, &c.varint, c.varint_len());
     d += c.varint_len();
     RINGLOG_HOOK("mid_copy");
+    // The parts hold len bytes or more (a truncated message): left alone ends the loop.
     std::uint64_t left = c.len;
-    for (std::size_t i = 0; i < c.nparts && left; ++i) {
-      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.parts[i].iov_len, left));
-      std::memcpy(d, c.parts[i].iov_base, n);
+    for (const iovec* p = c.parts; left; ++p) {
+      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
+      std::memcpy(d, p->iov_base, n);
       d += n;
       left -= n;
     }
@@ -650,7 +664,8 @@ template <bool Pow2>
   }
 #endif
   std::size_t vl = c.varint_len();
-  m.copy_in(pos + 1, &c.varint, vl);
+  const std::uint64_t varint = c.varint;  // a copy: no pointer into c is taken (two instructions fewer)
+  m.copy_in(pos + 1, &varint, vl);
   RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
   std::uint64_t p = pos + 1 + vl, left = c.len;
   for (std::size_t i = 0; i < c.nparts && left; ++i) {
@@ -724,14 +739,15 @@ inline std::uint64_t chain_total(const Cell* c, std::uint64_t& count) noexcept {
 // message and the chain of cells it carries), or drops it. Releases the tail lock.
 // Single: a lone message (the uncontended fast path): no chain, nobody to release;
 // the whole function then inlines into the caller.
-template <bool Single, bool Pow2>
+// B is Batch, or for Single the lone Msg itself (no pointer to it: it stays in registers).
+template <bool Single, bool Pow2, class B>
 [[gnu::always_inline]] static inline std::uint32_t commit(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
-                                                          std::uint64_t t, Batch& batch) noexcept {
+                                                          std::uint64_t t, B& batch) noexcept {
   const Area<Pow2> m(r.m);
   Header* h = r.m.hdr;
   std::uint64_t needed, count;
   if constexpr (Single) {
-    needed = batch.own->needed;
+    needed = batch.needed;
     count = 1;
   } else {
     needed = batch.chain ? chain_total(batch.chain, count) : (count = 0, 0);
@@ -842,14 +858,14 @@ template <bool Single, bool Pow2>
     RINGLOG_HOOK("head_moved");
   }
   m.rc(new_tail - 1).store(0, std::memory_order_relaxed);  // W8: trailing RC, published by W3
-  if (slot >= 0) {
-    WriterSlot& ws = h->writers[slot];
+  WriterSlot* const ws = slot >= 0 ? &h->writers[slot] : nullptr;
+  if (ws) {
     // W9: the in-flight record (relaxed), published by W3 to the lock holder that may
     // discard the batch if we die (T2, T3).
-    ws.saved_rc.store(saved, std::memory_order_relaxed);
-    ws.inflight_end.store(new_tail, std::memory_order_relaxed);
-    ws.inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
-    ws.batches.store(ws.batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    ws->saved_rc.store(saved, std::memory_order_relaxed);
+    ws->inflight_end.store(new_tail, std::memory_order_relaxed);
+    ws->inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
+    ws->batches.store(ws->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   if (note_need) [[unlikely]] {
     h->pending_drop_msgs.store(0, std::memory_order_relaxed);
@@ -880,7 +896,7 @@ template <bool Single, bool Pow2>
   }
   if constexpr (Single) {
     if (pos != t - 1) [[unlikely]] m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
-    copy_message(m, pos, *batch.own);
+    copy_message(m, pos, batch);
   } else {
     if (batch.own) {
       if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
@@ -904,7 +920,7 @@ template <bool Single, bool Pow2>
   m.prefetch_ahead(t - 1, new_tail);
   // W11: in-flight record cleared (relaxed); a later T2 that still sees it finds RC[x]
   // restored (T4) and discards nothing.
-  if (slot >= 0) h->writers[slot].inflight_pos.store(0, std::memory_order_relaxed);
+  if (ws) ws->inflight_pos.store(0, std::memory_order_relaxed);
 
   if (pinned) {
     // W5: fence(seq_cst) then waiters (relaxed); pairs with K1 (Dekker): either we see
@@ -917,36 +933,36 @@ template <bool Single, bool Pow2>
 
 // With the tail lock held at unlocked value t: commits the batch, taking the lock again
 // as long as commit() released it to let a writer still copying run (kRetry).
-template <bool Single>
 [[gnu::noinline]] static std::uint32_t commit_again(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
                                                     Batch& batch) noexcept {
   r.m.hdr->writer_waits.fetch_add(1, std::memory_order_relaxed);
   std::uint32_t res;
   do {
     std::uint64_t t = r.lock_tail(slot);
-    res = r.m.mask ? commit<Single, true>(r, q, slot, t, batch) : commit<Single, false>(r, q, slot, t, batch);
-    if (Single && res == kAsBatch)  // still locked at t: the same message, as a batch
-      res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
+    res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
   } while (res == kRetry);
   return res;
 }
 
 // A lone message that is not the plain case (kAsBatch: writers queued during its commit,
 // whom it carries, a drop notice, no room): the lock is still held at t, nothing written.
+// The message comes as the values it is made of: the fast path keeps it in registers.
 [[gnu::noinline]] static std::uint32_t commit_as_batch(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
-                                                       std::uint64_t t, Batch& batch) noexcept {
+                                                       std::uint64_t t, const iovec* parts, std::size_t nparts,
+                                                       std::uint64_t len, MsgKind kind) noexcept {
+  const Msg own = make_msg(parts, nparts, len, kind);
+  Batch batch{&own};
   std::uint32_t res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
-  return res == kRetry ? commit_again<false>(r, q, slot, batch) : res;
+  return res == kRetry ? commit_again(r, q, slot, batch) : res;
 }
 
 // The tail lock is held at t by the writer of the lone message `own`.
 [[gnu::always_inline]] inline std::uint32_t commit_single(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
                                                          std::uint64_t t, const Msg& own) noexcept {
-  Batch batch{&own};
-  std::uint32_t res = r.m.mask ? commit<true, true>(r, q, slot, t, batch) : commit<true, false>(r, q, slot, t, batch);
+  std::uint32_t res = r.m.mask ? commit<true, true>(r, q, slot, t, own) : commit<true, false>(r, q, slot, t, own);
   if (res < kRetry) [[likely]] return res;
-  if (res == kAsBatch) return commit_as_batch(r, q, slot, t, batch);
-  return commit_again<true>(r, q, slot, batch);
+  // commit<true> never releases the lock (kRetry): it hands what is not plain over as is.
+  return commit_as_batch(r, q, slot, t, own.parts, own.nparts, own.len, own.kind());
 }
 
 namespace {
@@ -954,8 +970,10 @@ namespace {
 // The tail was locked or someone was queued: queue up (HAProxy's algorithm). The
 // newest arrival leads and carries all older cells. Out of line, so that the fast
 // path's frame stays small.
-[[gnu::noinline]] std::uint32_t write_queued(Ring::Impl& r, const WriterCtx& ctx, Msg msg) noexcept {
+[[gnu::noinline]] std::uint32_t write_queued(Ring::Impl& r, const WriterCtx& ctx, const iovec* parts,
+                                             std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
   Header* h = r.m.hdr;
+  const Msg msg = make_msg(parts, nparts, len, kind);
   auto& queue = ctx.queue->head;
   // First a brief spin on the tail lock while nobody waits in our queue: with few
   // writers the holder releases it within a few hundred cycles (it copies after
@@ -1032,7 +1050,7 @@ namespace {
     Batch batch{nullptr, &cell, &cell};
     std::uint32_t res = r.m.mask ? commit<false, true>(r, *ctx.queue, ctx.slot, t, batch)
                                  : commit<false, false>(r, *ctx.queue, ctx.slot, t, batch);
-    return res == kRetry ? commit_again<false>(r, *ctx.queue, ctx.slot, batch) : res;
+    return res == kRetry ? commit_again(r, *ctx.queue, ctx.slot, batch) : res;
   }
   return wait_carried(cell.state);
 }
@@ -1063,7 +1081,7 @@ namespace {
     h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
     res = commit_single(r, *ctx.queue, ctx.slot, t, msg);
   } else {
-    res = write_queued(r, ctx, msg);
+    res = write_queued(r, ctx, parts, nparts, len, kind);
   }
   return res == kDone ? good : WriteStatus::dropped;
 }
