@@ -636,6 +636,62 @@ template <bool Pow2>
   return true;
 }
 
+// N bytes from s to d as one vector load and store (two for 32 bytes without AVX).
+template <std::size_t N>
+[[gnu::always_inline]] inline void move_bytes(std::uint8_t* d, const std::uint8_t* s) noexcept {
+  typedef char V [[gnu::vector_size(N), gnu::aligned(1), gnu::may_alias]];
+  *reinterpret_cast<V*>(d) = *reinterpret_cast<const V*>(s);
+}
+
+// Copies the first `left` bytes of the parts to d, where the area does not wrap: one
+// call per message instead of a memcpy per part (which made the write path keep its
+// values across two calls), in moves of 32 bytes (AVX2 where the processor has it)
+// that overlap at the end of each part rather than stepping down. Parts are short
+// (HAProxy's mix: 82 and 0..270 bytes).
+#ifndef RINGLOG_TSAN  // (under ThreadSanitizer every copy goes through Area::copy_in)
+#if defined(__x86_64__)
+#define RINGLOG_COPY_CLONES gnu::target_clones("avx2", "default"),
+#else
+#define RINGLOG_COPY_CLONES
+#endif
+[[RINGLOG_COPY_CLONES gnu::noinline]] void copy_parts(std::uint8_t* d, const iovec* p, std::uint64_t left) noexcept {
+  for (; left; ++p) {  // the parts hold at least `left` bytes (fewer are copied if truncated)
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
+    const auto* s = static_cast<const std::uint8_t*>(p->iov_base);
+    std::uint8_t* const d_end = d + n;
+    const std::uint8_t* const s_end = s + n;
+    left -= n;
+    if (n > 64) {
+      for (; n > 128; n -= 64, d += 64, s += 64) {
+        move_bytes<32>(d, s);
+        move_bytes<32>(d + 32, s + 32);
+      }
+      move_bytes<32>(d, s);  // 64 < n <= 128: two from the start, two to the end
+      move_bytes<32>(d + 32, s + 32);
+      move_bytes<32>(d_end - 64, s_end - 64);
+      move_bytes<32>(d_end - 32, s_end - 32);
+    } else if (n > 32) {
+      move_bytes<32>(d, s);
+      move_bytes<32>(d_end - 32, s_end - 32);
+    } else if (n >= 16) {
+      move_bytes<16>(d, s);
+      move_bytes<16>(d_end - 16, s_end - 16);
+    } else if (n >= 8) {
+      move_bytes<8>(d, s);
+      move_bytes<8>(d_end - 8, s_end - 8);
+    } else if (n >= 4) {
+      move_bytes<4>(d, s);
+      move_bytes<4>(d_end - 4, s_end - 4);
+    } else if (n) {
+      d[0] = s[0];
+      d[n / 2] = s[n / 2];
+      d[n - 1] = s[n - 1];
+    }
+    d = d_end;
+  }
+}
+#endif
+
 // Copies one message whose RC byte is at pos; returns the position of the next RC.
 template <bool Pow2>
 [[gnu::always_inline]] inline std::uint64_t copy_message(const Area<Pow2>& m, std::uint64_t pos, const Msg& c) noexcept {
@@ -652,14 +708,7 @@ template <bool Pow2>
       std::memcpy(d, &c.varint, c.varint_len());
     d += c.varint_len();
     RINGLOG_HOOK("mid_copy");
-    // The parts hold len bytes or more (a truncated message): left alone ends the loop.
-    std::uint64_t left = c.len;
-    for (const iovec* p = c.parts; left; ++p) {
-      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
-      std::memcpy(d, p->iov_base, n);
-      d += n;
-      left -= n;
-    }
+    copy_parts(d, c.parts, c.len);
     return pos + c.needed;
   }
 #endif

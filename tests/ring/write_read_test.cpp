@@ -79,6 +79,29 @@ TEST(WriteRead, GatheredPartsFormOneMessage) {
   EXPECT_EQ(got[0], "abcdefgh");
 }
 
+// Every payload length up to 320 bytes, split into three parts at several places (so
+// that each part goes through each of the copy's size classes, empty parts included),
+// comes back byte for byte, over a ring that wraps several times.
+TEST(WriteRead, PartsOfEveryLengthComeBackExactly) {
+  ScratchPath p;
+  Ring r = Ring::create(p, {.area_size = 1 << 16});
+  Reader rd = Reader::attach(r, {.kind = ReaderKind::pinned, .start = StartAt::oldest});
+  std::string src(400, '\0');
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>('!' + (i * 7) % 90);
+  std::vector<std::byte> buf;
+  for (std::size_t len = 0; len <= 320; ++len)
+    for (std::size_t c : {std::size_t{0}, std::size_t{1}, len / 3, len / 2, std::size_t{82}, len}) {
+      const std::size_t cut = std::min(c, len), cut2 = cut + (len - cut) / 2;
+      iovec parts[] = {{src.data(), cut}, {src.data() + cut + 1, cut2 - cut}, {src.data() + 5, len - cut2}};
+      ASSERT_EQ(r.writev(parts), WriteStatus::ok) << len << " " << cut;
+      std::string want = src.substr(0, cut) + src.substr(cut + 1, cut2 - cut) + src.substr(5, len - cut2);
+      ReadResult got = rd.next(buf);
+      ASSERT_EQ(got.status, ReadStatus::message) << len << " " << cut;
+      ASSERT_EQ(as_string(buf), want) << len << " " << cut;
+    }
+  EXPECT_EQ(r.stats().msgs_dropped, 0u);
+}
+
 TEST(WriteRead, TailStartSkipsOldMessages) {
   ScratchPath p;
   Ring r = Ring::create(p, {.area_size = 8192});
