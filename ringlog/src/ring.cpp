@@ -246,14 +246,17 @@ struct Area {
   // have left this core's caches, and the hardware prefetcher does not run ahead of the
   // stores far enough. The distance stays below half a small ring.
   // The lines up to the end of the area only: those past a wrap are left to the
-  // writes that follow it (once a ring). One pointer and a bound: four instructions a
-  // line. Unaligned: the last line's rest is asked for again by the next write, at most.
+  // writes that follow it (once a ring). Two lines a turn (five instructions): the
+  // second may lie past `to`, or one line past the area (a prefetch never faults), and
+  // is then asked for again by the next write. Unaligned: the last line's rest is
+  // asked for again by the next write, at most.
   void prefetch_ahead(std::uint64_t from, std::uint64_t to) const noexcept {
     std::uint64_t o = off(from + ahead);
     const std::uint64_t end = std::min(o + (to - from), size);
     do {
       prefetch_for_write(base + o);
-      o += kLine;
+      prefetch_for_write(base + o + kLine);
+      o += 2 * kLine;
     } while (o < end);
   }
   [[gnu::noinline]] static void copy_in_slow(std::uint8_t* base, std::uint64_t size, std::uint64_t o,
