@@ -243,20 +243,17 @@ std::uint64_t Txn::now_ns() const noexcept {
 
 void Txn::timestamp_now(std::string_view label) noexcept { timestamp_at(label, now_ns()); }
 
-void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
-  if (!buf_ && !unpark()) return;
-  if (t_start_ns_ == 0) t_start_ns_ = t_prev_ns_ = ns;
-  // "Label: <absolute> <since start> <since previous>", formatted in one pass straight
-  // into the buffer when it has room for the longest one (else on the stack, then put).
-  constexpr std::size_t kMax = 64 + 2 + 20 + 1 + 21 + 1 + 21;  // room the formatters need
-  constexpr std::size_t kShortHeader = 2;  // tag and a one-byte length: payloads < 120 bytes
-  char tmp[kMax];
-  const bool direct = max_rec_ >= kMax && std::size_t(end_ - pos_) >= kMax + kRecordHeaderMax;
-  char* b = direct ? reinterpret_cast<char*>(pos_) + kShortHeader : tmp;
-  std::size_t n = std::min<std::size_t>(label.size(), 64);
+// "Label: <absolute> <since start> <since previous>" at b; returns its length. b must
+// have room for kTimestampMax bytes (the stores run up to 8 bytes past the text).
+constexpr std::size_t kTimestampLabelMax = 64;
+constexpr std::size_t kTimestampMax = kTimestampLabelMax + 2 + 20 + 1 + 21 + 1 + 21;
+[[gnu::always_inline]] inline std::size_t format_timestamp(char* b, std::string_view label, std::uint64_t ns, std::uint64_t start,
+                                                        std::uint64_t prev) noexcept {
+  std::size_t n = std::min<std::size_t>(label.size(), kTimestampLabelMax);
   fmt_detail::copy_short(b, label.data(), n);
-  b[n++] = ':';
-  b[n++] = ' ';
+  b[n] = ':';
+  b[n + 1] = ' ';
+  n += 2;
   std::uint64_t us = ns / 1000;
   std::uint64_t sec = us / 1000000;
   SecondText& st = t_second;
@@ -267,27 +264,43 @@ void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
   }
   std::memcpy(b + n, st.txt, 16);  // the seconds and '.': at most 12 bytes (u64 nanoseconds)
   n += st.len;
-  format_6digits(b + n, std::uint32_t(us - sec * 1000000));
+  // The six decimals in one store; its last two bytes are overwritten by what follows.
+  auto frac = std::uint32_t(us - sec * 1000000);
+  auto hi = frac / 1000;
+  std::uint64_t w = std::uint64_t(fmt_detail::kDigits3[hi]) | (std::uint64_t(fmt_detail::kDigits3[frac - hi * 1000]) << 24);
+  std::memcpy(b + n, &w, 8);
   n += 6;
   b[n++] = ' ';
-  n += format_seconds_delta(b + n, ns, t_start_ns_);
+  n += format_seconds_delta(b + n, ns, start);
   b[n++] = ' ';
-  n += format_seconds_delta(b + n, ns, t_prev_ns_);
+  n += format_seconds_delta(b + n, ns, prev);
+  return n;
+}
+
+void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
+  if (t_start_ns_ == 0) t_start_ns_ = t_prev_ns_ = ns;
+  std::uint64_t prev = t_prev_ns_;
   t_prev_ns_ = ns;
-  if (!direct) {
-    put(Tag::Timestamp, tmp, n);
+  // Straight into the buffer after a two-byte record header (payloads under 120 bytes)
+  // when it has room for the longest one, else the slow path.
+  if (max_rec_ >= kTimestampMax && std::size_t(end_ - pos_) >= kTimestampMax + kRecordHeaderMax) [[likely]] {
+    std::uint8_t* at = pos_;
+    std::size_t n = format_timestamp(reinterpret_cast<char*>(at) + kShortRecordHeader, label, ns, t_start_ns_, prev);
+    if (n < kShortRecordPayload) [[likely]] {
+      at[0] = static_cast<std::uint8_t>(Tag::Timestamp);
+      at[1] = static_cast<std::uint8_t>(n << 1);
+      pos_ = at + kShortRecordHeader + n;
+      return;
+    }
+    place_long(Tag::Timestamp, n);  // a long label and long deltas
     return;
   }
-  std::uint8_t h[kRecordHeaderMax];
-  std::size_t hl = encode_record_header(h, Tag::Timestamp, n, false);
-  if (hl == kShortHeader) [[likely]] {
-    pos_[0] = h[0];
-    pos_[1] = h[1];
-  } else {
-    std::memmove(pos_ + hl, pos_ + kShortHeader, n);  // a long label and long deltas
-    std::memcpy(pos_, h, hl);
-  }
-  pos_ += hl + n;
+  timestamp_slow(label, ns, prev);
+}
+
+void Txn::timestamp_slow(std::string_view label, std::uint64_t ns, std::uint64_t prev) noexcept {
+  char tmp[kTimestampMax];
+  put_slow(Tag::Timestamp, tmp, format_timestamp(tmp, label, ns, t_start_ns_, prev));
 }
 
 void Txn::link(TxnType child_type, std::uint64_t child_vxid, std::string_view reason) noexcept {

@@ -154,6 +154,7 @@ class Txn {
   void vput(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
   void timestamp_now(std::string_view label) noexcept;
   void timestamp_at(std::string_view label, std::uint64_t ns) noexcept;
+  [[gnu::cold, gnu::noinline]] void timestamp_slow(std::string_view label, std::uint64_t ns, std::uint64_t prev) noexcept;
   void send(bool last) noexcept;
   void release() noexcept;
   bool unpark() noexcept;  // a parked transaction takes a buffer again; false if inactive
