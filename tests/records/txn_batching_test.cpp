@@ -393,3 +393,23 @@ TEST(TxnBatching, ParkedTransactionSendsHoldsNoBufferAndGoesOn) {
   std::string out = test::print_ring(p, Grouping::session);
   EXPECT_EQ(out.find("VSL"), std::string::npos) << "the pieces read back as whole transactions\n" << out;
 }
+
+// Begin and Link spell each transaction type as type_name() does (the writer keeps its
+// own padded copy of the names).
+TEST(TxnBatching, BeginAndLinkSpellTypesAsTypeName) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 20});
+  const TxnType types[] = {TxnType::unknown, TxnType::sess, TxnType::req, TxnType::bereq};
+  for (TxnType ty : types) {
+    Txn t = log.begin(ty, "why", 123456789);
+    t.link(ty, 42, "because");
+    t.end();
+  }
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), std::size(types));
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    std::string tn(type_name(types[i]));
+    EXPECT_EQ(test::payloads(b[i], Tag::Begin), std::vector<std::string>{tn + " 123456789 why"});
+    EXPECT_EQ(test::payloads(b[i], Tag::Link), std::vector<std::string>{tn + " 42 because"});
+  }
+}
