@@ -170,9 +170,10 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
   std::uint64_t pos = head, prev = head, discard_from = head;
   bool have_prev = false, have_discard = false, prev_counted = false;
   while (pos < limit) {
-    std::uint8_t rc = img.at(pos);
+    const std::uint64_t off = pos % size;  // of the RC byte; pos < limit
+    std::uint8_t rc = img.area()[off];
     const Inflight* b = rc == kRcWriting ? inflight_at(inflight, pos) : nullptr;
-    Frame f = rc == kRcWriting ? Frame{} : frame_at(img, pos, limit);
+    Frame f = rc == kRcWriting ? Frame{} : frame_from(img, pos, off + 1 == size ? 0 : off + 1, limit);
     if (b || f.span == 0) {
       // Discard [from, q): a torn batch, or damage up to the next good boundary.
       std::uint64_t from = pos, q = b ? b->end - 1 : first_good(pos + 1);

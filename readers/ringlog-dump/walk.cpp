@@ -76,7 +76,8 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
         continue;
       }
     }
-    std::uint8_t rc = img.at(pos);
+    const std::uint64_t off = pos % img.area_size;  // of the RC byte; pos < limit
+    std::uint8_t rc = img.area()[off];
     if (rc == kRcWriting) {
       if (const Inflight* b = inflight_at(inflight, pos)) {
         w.skipped.push_back({pos, b->end - 1,
@@ -88,7 +89,7 @@ WalkResult walk(const Image& img, const WalkOptions& o) {
       if (!damage(pos, "RC 0xFF with no writer record (a torn or in-flight batch)")) break;
       continue;
     }
-    Frame f = frame_at(img, pos, limit);
+    Frame f = frame_from(img, pos, off + 1 == img.area_size ? 0 : off + 1, limit);
     if (f.span == 0) {
       if (!damage(pos, "bad framing")) break;
       continue;
