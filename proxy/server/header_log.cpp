@@ -10,13 +10,13 @@ using ringlog::Tag;
 namespace {
 
 // "Name: value" of a parsed field, logged from the bytes in place when the field was
-// received in the usual "Name: value" shape (no copy), else formatted.
+// received in the usual "Name: value" shape (no copy), else formatted. The caller has
+// tested the tag (once per head).
 void field(ringlog::Txn& t, Tag tag, const http::Header& h) {
-  if (!t.enabled(tag)) return;
   const char* end = h.value.data() + h.value.size();
   if (!h.value.empty() && h.value.data() == h.name.data() + h.name.size() + 2 && h.name.data()[h.name.size()] == ':' &&
       h.name.data()[h.name.size() + 1] == ' ')
-    t.record(tag, std::string_view(h.name.data(), std::size_t(end - h.name.data())));
+    t.record_enabled(tag, std::string_view(h.name.data(), std::size_t(end - h.name.data())));
   else
     t.recordf(tag, "%.*s: %.*s", int(h.name.size()), h.name.data(), int(h.value.size()), h.value.data());
 }
@@ -29,7 +29,7 @@ void field_lines(ringlog::Txn& t, Tag tag, std::string_view head) {
     pos += 2;
     std::size_t e = head.find("\r\n", pos);
     if (e == std::string_view::npos || e == pos) break;
-    t.record(tag, head.substr(pos, e - pos));
+    t.record_enabled(tag, head.substr(pos, e - pos));
     pos = e;
   }
 }
@@ -87,7 +87,9 @@ void response_status(ringlog::Txn& req, std::string_view status, std::string_vie
   req.record(Tag::RespReason, reason);
 }
 
-void response_field(ringlog::Txn& req, const http::Header& h) { field(req, Tag::RespHeader, h); }
+void response_field(ringlog::Txn& req, const http::Header& h) {
+  if (req.enabled(Tag::RespHeader)) field(req, Tag::RespHeader, h);
+}
 
 void response_line(ringlog::Txn& req, std::string_view out, std::size_t at) {
   req.record(Tag::RespHeader, out.substr(at, out.size() - at - 2));

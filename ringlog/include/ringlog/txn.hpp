@@ -56,6 +56,9 @@ class Txn {
   void record(Tag t, std::span<const std::byte> bytes) noexcept {
     if (enabled(t)) put(t, bytes.data(), bytes.size());
   }
+  // record() for a caller that tested enabled(t) itself, once for many records (the
+  // fields of a head): the mask as it was at that test decides for all of them.
+  void record_enabled(Tag t, std::string_view text) noexcept { put(t, text.data(), text.size()); }
   // A payload of at most Max bytes formatted straight into the buffer by f(char* out),
   // which writes at most Max bytes at out and returns the payload's length; called only
   // when the tag is enabled. Saves the stack line and its copy of record(t, line.view()):
