@@ -29,7 +29,6 @@
 
 namespace ringproxy {
 
-namespace delivery = ringproxy::delivery;
 namespace M = ringproxy::counters::main;
 
 double now_s() noexcept { return double(ringlog::realtime_ns()) / 1e9; }
