@@ -235,6 +235,21 @@ void Worker::free_retired() {
   backends_.free_retired();
 }
 
+// Under AddressSanitizer or ThreadSanitizer their allocator serves every malloc and
+// glibc's heap is never set up; glibc's malloc_trim() then sets it up lazily, and two
+// workers trimming at once raced on that (one walked bins not yet initialised: a SEGV in
+// mtrim). There is nothing of glibc's to trim then, so it is not called.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RINGPROXY_SANITIZER_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define RINGPROXY_SANITIZER_MALLOC 1
+#endif
+#endif
+#ifndef RINGPROXY_SANITIZER_MALLOC
+#define RINGPROXY_SANITIZER_MALLOC 0
+#endif
+
 // glibc keeps what a wave of sessions freed in this thread's arena, in free chunks all
 // over it; the next wave is placed elsewhere in them and touches pages the last one left
 // resident, so RSS crept up wave after wave with almost nothing in use. malloc_trim()
@@ -244,7 +259,7 @@ void Worker::trim_heap() {
   if (freed_since_trim_ == 0 || (freed_since_trim_ < kTrimAfterSessions && !sessions_.empty())) return;
   buf_pool::drain();
   fetch_pool::drain();
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !RINGPROXY_SANITIZER_MALLOC
   ::malloc_trim(0);
 #endif
   main_->add(M::mem_trims);
