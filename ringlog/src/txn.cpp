@@ -295,15 +295,9 @@ void Txn::timestamp_at(std::string_view label, std::uint64_t ns) noexcept {
   // Straight into the buffer after a two-byte record header (payloads under 120 bytes)
   // when it has room for the longest one, else the slow path.
   if (max_rec_ >= kTimestampMax && std::size_t(end_ - pos_) >= kTimestampMax + kRecordHeaderMax) [[likely]] {
-    std::uint8_t* at = pos_;
-    std::size_t n = format_timestamp(reinterpret_cast<char*>(at) + kShortRecordHeader, label, ns, t_start_ns_, prev);
-    if (n < kShortRecordPayload) [[likely]] {
-      at[0] = static_cast<std::uint8_t>(Tag::Timestamp);
-      at[1] = static_cast<std::uint8_t>(n << 1);
-      pos_ = at + kShortRecordHeader + n;
-      return;
-    }
-    place_long(Tag::Timestamp, n);  // a long label and long deltas
+    // (a long label and long deltas take the longer header)
+    place_formatted(Tag::Timestamp,
+                    format_timestamp(reinterpret_cast<char*>(pos_) + kShortRecordHeader, label, ns, t_start_ns_, prev));
     return;
   }
   timestamp_slow(label, ns, prev);

@@ -116,13 +116,18 @@ class BatchDecoder {
 
 // Encoding, shared by Txn, Log and tests. out must have room for kBatchHeaderMax.
 std::size_t encode_batch_header(std::uint8_t* out, std::uint64_t vxid, VxidKind kind, std::uint8_t flags) noexcept;
+// A payload shorter than kShortRecordPayload bytes has a header of kShortRecordHeader
+// bytes (its length word fits one byte): a writer may format it at out + 2 first and put
+// the header before it after.
+inline constexpr std::size_t kShortRecordHeader = 2;
+inline constexpr std::size_t kShortRecordPayload = 120;
 // Record header (tag and length word); out must have room for kRecordHeaderMax.
 inline std::size_t encode_record_header(std::uint8_t* out, Tag tag, std::size_t len, bool truncated) noexcept {
   out[0] = static_cast<std::uint8_t>(tag);
   std::uint64_t w = (std::uint64_t{len} << 1) | (truncated ? 1u : 0u);
-  if (w < 240) [[likely]] {
+  if (w < 2 * kShortRecordPayload) [[likely]] {
     out[1] = static_cast<std::uint8_t>(w);
-    return 2;
+    return kShortRecordHeader;
   }
   return 1 + format::varint_encode(w, out + 1);
 }

@@ -133,25 +133,22 @@ class Txn {
   void put_with(Tag t, F& f) noexcept {
     static_assert(Max <= 4096, "record_with formats on the stack when the buffer is short");
     if (max_rec_ >= Max && std::size_t(end_ - pos_) >= Max + kRecordHeaderMax) [[likely]] {
-      // After a two-byte header (payloads under 120 bytes); a longer one slides along.
-      std::size_t n = f(reinterpret_cast<char*>(pos_) + kShortRecordHeader);
-      if (n < kShortRecordPayload) [[likely]] {
-        pos_[0] = static_cast<std::uint8_t>(t);
-        pos_[1] = static_cast<std::uint8_t>(n << 1);
-        pos_ += kShortRecordHeader + n;
-        return;
-      }
-      place_long(t, n);
+      place_formatted(t, f(reinterpret_cast<char*>(pos_) + kShortRecordHeader));
       return;
     }
     char b[Max];
     put_slow(t, b, f(b));
   }
-  // A payload of n >= kShortRecordPayload bytes formatted at pos_ + kShortRecordHeader:
-  // moved after its longer header.
+  // Ends a record whose n-byte payload was formatted at pos_ + kShortRecordHeader: its
+  // header goes before it (a payload too long for the short header slides along).
+  void place_formatted(Tag t, std::size_t n) noexcept {
+    if (n < kShortRecordPayload) [[likely]] {
+      pos_ += encode_record_header(pos_, t, n, false) + n;
+      return;
+    }
+    place_long(t, n);
+  }
   void place_long(Tag t, std::size_t n) noexcept;
-  static constexpr std::size_t kShortRecordHeader = 2;
-  static constexpr std::size_t kShortRecordPayload = 120;
   // Out of line and cold, so that a disabled trace point's code stays a fall-through.
   [[gnu::cold, gnu::noinline]] void trace_slow(std::string_view text) noexcept;
   void vput(Tag t, const char* fmt, va_list ap) noexcept __attribute__((format(printf, 3, 0)));
