@@ -229,16 +229,16 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
       const WriterSlot& ws = h.writers[i];
       std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = img.alive(pid, ws.start_time);
+      bool a = img.alive(pid, ws.start_time.load(std::memory_order_relaxed));
       std::uint64_t ip = ws.inflight_pos.load(std::memory_order_relaxed);
       std::uint64_t ie = ws.inflight_end.load(std::memory_order_relaxed);
       std::uint64_t b = ws.batches.load(std::memory_order_relaxed);
       if (json)
         wt += fmt("%s{\"slot\":%u,\"pid\":%u,\"tid\":%u,\"alive\":%s,\"inflight_pos\":%" PRIu64
                   ",\"inflight_end\":%" PRIu64 ",\"batches\":%" PRIu64 "}",
-                  nw ? "," : "", i, pid, ws.tid, a ? "true" : "false", ip, ie, b);
+                  nw ? "," : "", i, pid, ws.tid.load(std::memory_order_relaxed), a ? "true" : "false", ip, ie, b);
       else
-        wt += fmt("  writer %3u  pid %u tid %u %s  batches %" PRIu64 "%s\n", i, pid, ws.tid, a ? "alive" : "dead", b,
+        wt += fmt("  writer %3u  pid %u tid %u %s  batches %" PRIu64 "%s\n", i, pid, ws.tid.load(std::memory_order_relaxed), a ? "alive" : "dead", b,
                   ip ? fmt("  in flight [%" PRIu64 ", %" PRIu64 ")", ip - 1, ie).c_str() : "");
       ++nw;
     }
@@ -246,7 +246,7 @@ std::string format_info(const Image& img, const WalkResult& w, bool json) {
       const ReaderSlot& rs = h.readers[i];
       std::uint32_t pid = rs.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = img.alive(pid, rs.start_time);
+      bool a = img.alive(pid, rs.start_time.load(std::memory_order_relaxed));
       std::uint64_t pos = rs.pos.load(std::memory_order_relaxed);
       std::uint64_t np = rs.next_pos.load(std::memory_order_relaxed);
       std::uint64_t mr = rs.msgs_read.load(std::memory_order_relaxed);

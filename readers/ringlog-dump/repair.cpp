@@ -71,7 +71,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
     Header& h = img.hdr_mut();
     for (unsigned i = 0; i < kWriterSlots; ++i) {
       std::uint32_t pid = h.writers[i].pid.load(std::memory_order_acquire);
-      if (pid && pid != me && img.alive(pid, h.writers[i].start_time)) {
+      if (pid && pid != me && img.alive(pid, h.writers[i].start_time.load(std::memory_order_relaxed))) {
         error = fmt("writer process %u (slot %u) is alive; stop it, or repair a copy with -o", pid, i);
         return RepairStatus::refused;
       }
@@ -249,7 +249,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       ReaderSlot& rs = h.readers[i];
       std::uint32_t pid = rs.pid.load(std::memory_order_relaxed);
       if (!pid) continue;
-      bool a = img.alive(pid, rs.start_time);
+      bool a = img.alive(pid, rs.start_time.load(std::memory_order_relaxed));
       if (a && o.in_place) {
         ++pinned;
         std::uint64_t p = rs.pos.load(std::memory_order_relaxed);
@@ -269,7 +269,7 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       WriterSlot& ws = h.writers[i];
       std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
       if (!pid && ws.inflight_pos.load(std::memory_order_relaxed) == 0) continue;
-      if (pid && o.in_place && img.alive(pid, ws.start_time)) continue;
+      if (pid && o.in_place && img.alive(pid, ws.start_time.load(std::memory_order_relaxed))) continue;
       ws.inflight_pos.store(0, std::memory_order_relaxed);
       ws.pid.store(0, std::memory_order_relaxed);
       if (pid) rep.fixed.push_back(fmt("freed writer slot %u of %s pid %u", i, o.in_place ? "dead" : "gone", pid));

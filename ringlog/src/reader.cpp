@@ -193,8 +193,8 @@ void Reader::Impl::attach(StartAt start) {
                                 " pinned-reader slots are in use");
   ReaderSlot& rs = h->readers[slot];
   rs.pos.store(kNoPos, std::memory_order_relaxed);  // R8: holds no RC byte yet (U2)
-  rs.mode = static_cast<std::uint32_t>(ReaderMode::pinned);
-  rs.start_time = detail::self_start_time();
+  rs.mode.store(static_cast<std::uint32_t>(ReaderMode::pinned), std::memory_order_relaxed);
+  rs.start_time.store(detail::self_start_time(), std::memory_order_relaxed);
   rs.msgs_read.store(0, std::memory_order_relaxed);
   rs.bytes_read.store(0, std::memory_order_relaxed);
   rs.last_active_ns.store(realtime_ns(), std::memory_order_relaxed);

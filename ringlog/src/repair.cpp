@@ -115,7 +115,7 @@ LockOwner lock_owner(const Header& h, std::uint64_t word, const Liveness& alive)
   o.pid = static_cast<std::uint32_t>(word >> 32);
   auto slot = static_cast<std::uint32_t>(word & 0xffffffffu) - 1;
   if (slot < kWriterSlots) o.slot = static_cast<int>(slot);
-  o.alive = o.pid && alive && alive(o.pid, o.slot >= 0 ? h.writers[o.slot].start_time : 0);
+  o.alive = o.pid && alive && alive(o.pid, o.slot >= 0 ? h.writers[o.slot].start_time.load(std::memory_order_relaxed) : 0);
   return o;
 }
 
@@ -135,7 +135,7 @@ std::optional<InflightBatch> inflight_batch(const Header& h, unsigned slot, std:
   if (b.x < lo || b.end > tail || b.end < b.x || b.end - b.x < 2 || b.end - b.x > h.area_size)
     return std::nullopt;
   b.pid = ws.pid.load(std::memory_order_relaxed);
-  b.start_time = ws.start_time;
+  b.start_time = ws.start_time.load(std::memory_order_relaxed);
   b.saved_rc = ws.saved_rc.load(std::memory_order_relaxed);
   return b;
 }
@@ -147,7 +147,7 @@ std::uint32_t live_readers_at(const View& v, std::uint64_t p, const Liveness& al
     if (pid &&
         // D7: pos / next_pos (acquire); pair with R11/R5 and R7 (via R3)
         (rs.pos.load(std::memory_order_acquire) == p || rs.next_pos.load(std::memory_order_acquire) == p + 1) &&
-        alive(pid, rs.start_time))
+        alive(pid, rs.start_time.load(std::memory_order_relaxed)))
       ++n;
   }
   return n;
@@ -241,9 +241,9 @@ bool release_reader(const View& v, unsigned slot) noexcept {
 }
 
 void free_reader_slot(ReaderSlot& rs) noexcept {
-  rs.start_time = 0;
+  rs.start_time.store(0, std::memory_order_relaxed);
   rs.pos.store(kNoPos, std::memory_order_relaxed);
-  rs.mode = 0;
+  rs.mode.store(0, std::memory_order_relaxed);
   rs.next_pos.store(0, std::memory_order_relaxed);
   rs.pid.store(0, std::memory_order_release);  // S4: pid last (release); pairs with S3/U1/U6
 }
@@ -260,7 +260,7 @@ DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
     WriterSlot& ws = h->writers[i];
     std::uint32_t pid = ws.pid.load(std::memory_order_acquire);  // T1: pairs with S1 (claim)
     // T2: inflight_pos (relaxed, W9/W11 of that writer, ordered by L1): a batch in flight.
-    if (pid == 0 || ws.inflight_pos.load(std::memory_order_relaxed) == 0 || alive(pid, ws.start_time)) continue;
+    if (pid == 0 || ws.inflight_pos.load(std::memory_order_relaxed) == 0 || alive(pid, ws.start_time.load(std::memory_order_relaxed))) continue;
     std::uint64_t head = h->head.load(std::memory_order_relaxed);
     std::uint64_t tail = h->tail.load(std::memory_order_relaxed) & kPosMask;
     if (auto b = inflight_batch(*h, i, head, tail); b && discard_torn(v, *b)) ++r.torn_discarded;
@@ -270,7 +270,7 @@ DeadCheck recover_dead(const View& v, const Liveness& alive) noexcept {
   for (unsigned i = 0; i < kReaderSlots; ++i) {
     ReaderSlot& rs = h->readers[i];
     std::uint32_t pid = rs.pid.load(std::memory_order_acquire);  // U1: pairs with S3 (claim)
-    if (pid == 0 || alive(pid, rs.start_time)) continue;
+    if (pid == 0 || alive(pid, rs.start_time.load(std::memory_order_relaxed))) continue;
     if (release_reader(v, i)) ++r.readers_released;
     else ++r.readers_busy;
   }

@@ -379,14 +379,14 @@ int Ring::Impl::writer_slot_slow(std::uint32_t pid) noexcept {
       if (cur != 0) {
         // Second pass: take over slots of dead processes with nothing in flight.
         if (pass == 0 || cur == pid || ws.inflight_pos.load(std::memory_order_relaxed) != 0 ||
-            process_alive(static_cast<pid_t>(cur), ws.start_time))
+            process_alive(static_cast<pid_t>(cur), ws.start_time.load(std::memory_order_relaxed)))
           continue;
       }
       // S1: pid CAS (acq_rel) claims the slot; pairs with S2/S5 (pid cleared, release,
       // after its in-flight record): a slot taken over has nothing in flight.
       if (ws.pid.compare_exchange_strong(cur, pid, std::memory_order_acq_rel)) {
-        ws.tid = detail::self_tid();
-        ws.start_time = self_start_time();
+        ws.tid.store(detail::self_tid(), std::memory_order_relaxed);
+        ws.start_time.store(self_start_time(), std::memory_order_relaxed);
         ws.inflight_pos.store(0, std::memory_order_relaxed);
         found = static_cast<int>(i);
         break;
@@ -503,12 +503,12 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     bool any_dead = false;
     for (unsigned i = 0; i < kWriterSlots && !any_dead; ++i) {
       std::uint32_t pid = h->writers[i].pid.load(std::memory_order_relaxed);
-      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->writers[i].start_time))
+      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->writers[i].start_time.load(std::memory_order_relaxed)))
         any_dead = true;
     }
     for (unsigned i = 0; i < kReaderSlots && !any_dead; ++i) {
       std::uint32_t pid = h->readers[i].pid.load(std::memory_order_relaxed);
-      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->readers[i].start_time))
+      if (pid && pid != self_pid() && !process_alive(static_cast<pid_t>(pid), h->readers[i].start_time.load(std::memory_order_relaxed)))
         any_dead = true;
     }
     if (!any_dead) return;
@@ -548,7 +548,7 @@ void Ring::Impl::recover_dead_owner(std::uint64_t locked) noexcept {
     for (auto& ws : h->writers) {
       std::uint32_t pid = ws.pid.load(std::memory_order_relaxed);
       if (pid && pid != self_pid() && ws.inflight_pos.load(std::memory_order_relaxed) == t &&
-          !process_alive(static_cast<pid_t>(pid), ws.start_time))
+          !process_alive(static_cast<pid_t>(pid), ws.start_time.load(std::memory_order_relaxed)))
         repair::forget_writer(ws);
     }
   unlock_tail(t);

@@ -42,8 +42,8 @@ inline constexpr std::uint64_t owner_word(std::uint32_t pid, std::uint32_t slot)
 
 struct alignas(64) WriterSlot {                // one per writing thread, 64 bytes
   std::atomic<std::uint32_t> pid;              // 0: free
-  std::uint32_t tid;                           // kernel thread id
-  std::uint64_t start_time;                    // process start time (clock ticks since boot)
+  std::atomic<std::uint32_t> tid;              // kernel thread id
+  std::atomic<std::uint64_t> start_time;       // process start time (clock ticks since boot)
   std::atomic<std::uint64_t> inflight_pos;     // RC position + 1 of a batch being copied; 0: none
   std::atomic<std::uint64_t> inflight_end;     // tail after that batch
   std::atomic<std::uint32_t> saved_rc;         // readers count to restore at inflight_pos - 1
@@ -56,8 +56,8 @@ enum class ReaderMode : std::uint32_t { none = 0, pinned = 1 };
 
 struct alignas(64) ReaderSlot {                // one per pinned reader, 64 bytes
   std::atomic<std::uint32_t> pid;              // 0: free
-  std::uint32_t mode;                          // ReaderMode
-  std::uint64_t start_time;                    // process start time
+  std::atomic<std::uint32_t> mode;             // ReaderMode
+  std::atomic<std::uint64_t> start_time;       // process start time
   std::atomic<std::uint64_t> pos;              // absolute position of the RC byte it holds
   std::atomic<std::uint64_t> last_active_ns;   // CLOCK_REALTIME of attach or last wait
   std::atomic<std::uint64_t> msgs_read;
