@@ -55,7 +55,7 @@ while kill -0 "$timer" 2>/dev/null; do
 done
 wait "$timer" || true
 echo "campaign: $target used $(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.1f", u+s}' "$out/time.txt") CPU seconds"
-nice -n "${NICE:-10}" "$bin" -merge=1 -timeout=10 -rss_limit_mb=2048 "$out/min" "$seeds" "$out/corpus" >"$out/merge.log" 2>&1 || {
+nice -n "${NICE:-10}" "$bin" -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 "$out/min" "$seeds" "$out/corpus" >"$out/merge.log" 2>&1 || {
   echo "campaign: merge failed, see $out/merge.log" >&2; exit 1; }
 echo "campaign: minimized corpus $(ls "$out/min" | wc -l) files, $(du -sb "$out/min" | cut -f1) bytes in $out/min"
 grep -E '^#[0-9]+ +(DONE|INITED|pulse|NEW|REDUCE)' "$out/fuzz.log" | tail -1 || true
