@@ -220,7 +220,6 @@ RepairStatus repair(Image& img, const RepairOptions& o, RepairReport& rep, std::
       have_prev = false;
       have_discard = true;
       discard_from = from;
-      have_prev = false;
       pos = q;
       continue;
     }
