@@ -62,9 +62,6 @@ constexpr unsigned kCarriedSleeps = 50;    // a carried writer's sleeps before i
 
 enum : std::uint32_t { kWaiting = 0, kDone = 1, kDropped = 2, kParked = 4 };
 constexpr std::uint32_t kRetry = 8;  // commit(): the lock was released, take it again and retry
-// commit<Single>(): not the plain case (writers queued meanwhile, a drop notice due, no
-// room, a pinned reader): still locked and nothing written; commit it as a batch.
-constexpr std::uint32_t kAsBatch = 16;
 
 
 // One message to write: computed once by writev, used by the lock holder and the copy.
@@ -75,7 +72,6 @@ struct Msg {
   std::uint64_t varint = 0;  // the framing varint (len << 2 | kind), packed (varint_pack)
   std::uint64_t needed = 0;  // 1 (RC) + varint + len
   std::size_t varint_len() const noexcept { return static_cast<std::size_t>(needed - 1 - len); }
-  MsgKind kind() const noexcept { return MsgKind(varint & kKindMask); }  // the low bits of the varint
 };
 static_assert(std::endian::native == std::endian::little, "Msg::varint holds the varint's bytes in memory order");
 
@@ -246,18 +242,22 @@ struct Area {
   // have left this core's caches, and the hardware prefetcher does not run ahead of the
   // stores far enough. The distance stays below half a small ring.
   // The lines up to the end of the area only: those past a wrap are left to the
-  // writes that follow it (once a ring). Two lines a turn (five instructions): the
-  // second may lie past `to`, or one line past the area (a prefetch never faults), and
-  // is then asked for again by the next write. Unaligned: the last line's rest is
-  // asked for again by the next write, at most.
+  // writes that follow it (once a ring). Four lines first (most messages of the
+  // HAProxy mix need no more), then two a turn: the last ones may lie past `to`, or up
+  // to three lines past the area (a prefetch never faults), and are then asked for
+  // again by the next write. Unaligned: the last line's rest is asked for again by the
+  // next write, at most.
   void prefetch_ahead(std::uint64_t from, std::uint64_t to) const noexcept {
     std::uint64_t o = off(from + ahead);
     const std::uint64_t end = std::min(o + (to - from), size);
-    do {
+    prefetch_for_write(base + o);
+    prefetch_for_write(base + o + kLine);
+    prefetch_for_write(base + o + 2 * kLine);
+    prefetch_for_write(base + o + 3 * kLine);
+    for (o += 4 * kLine; o < end; o += 2 * kLine) {
       prefetch_for_write(base + o);
       prefetch_for_write(base + o + kLine);
-      o += 2 * kLine;
-    } while (o < end);
+    }
   }
   [[gnu::noinline]] static void copy_in_slow(std::uint8_t* base, std::uint64_t size, std::uint64_t o,
                                              const void* src, std::size_t n) noexcept {
@@ -277,27 +277,41 @@ struct Area {
   }
 };
 
+// Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
+// wrap, read straight from the area. The two bytes may lie at or past limit (the
+// caller holds the tail lock: nobody writes there) and are then checked by the span.
+// 0 when the framing is not one of these, or the span passes limit.
+template <bool Pow2>
+[[gnu::always_inline]] inline std::uint64_t message_span_common(const Area<Pow2>& m, std::uint64_t pos,
+                                                               std::uint64_t limit) noexcept {
+  const std::uint64_t o = m.off(pos + 1);
+  if (o + 1 >= m.size) [[unlikely]] return 0;
+  const std::uint8_t b0 = Area<Pow2>::byte_at(m.base, o);
+  std::uint64_t span;
+  if (b0 < 240) {
+    span = 2 + (b0 >> kKindBits);
+  } else {
+    const std::uint8_t b1 = Area<Pow2>::byte_at(m.base, o + 1);
+    if (b1 >= 128) return 0;
+    span = 3 + ((b0 + (std::uint64_t{b1} << 4)) >> kKindBits);
+  }
+  return span > limit - pos ? 0 : span;
+}
+
+template <bool Pow2>
+[[gnu::noinline]] std::uint64_t message_span_slow(const Area<Pow2> m, std::uint64_t pos, std::uint64_t limit) noexcept;
+
 // Reads the framing of the message whose RC byte is at pos; 0 when it is malformed.
 template <bool Pow2>
 [[gnu::always_inline]] inline std::uint64_t message_span(const Area<Pow2>& m, std::uint64_t pos,
                                                         std::uint64_t limit) noexcept {
-#ifndef RINGLOG_TSAN
-  // Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
-  // wrap, read straight from the area. The two bytes may lie at or past limit (the
-  // caller holds the tail lock: nobody writes there) and are then checked by the span.
-  std::uint64_t o = m.off(pos + 1);
-  if (o + 1 < m.size) [[likely]] {
-    const std::uint8_t* a = m.base + o;
-    std::uint64_t span;
-    if (a[0] < 240)
-      span = 2 + (a[0] >> kKindBits);
-    else if (a[1] < 128)
-      span = 3 + ((a[0] + (std::uint64_t{a[1]} << 4)) >> kKindBits);
-    else
-      span = 0;
-    if (span) return span > limit - pos ? 0 : span;
-  }
-#endif
+  if (std::uint64_t span = message_span_common(m, pos, limit)) [[likely]] return span;
+  return message_span_slow(m, pos, limit);
+}
+
+// Any framing, wrapped or long; 0 when it is malformed.
+template <bool Pow2>
+std::uint64_t message_span_slow(const Area<Pow2> m, std::uint64_t pos, std::uint64_t limit) noexcept {
   if (limit - pos < 2) return 0;  // no room for even a one-byte length
   std::uint64_t word = 0;
   // The lambda holds the Area's fields, not a copy of the Area (which kept it out of registers).
@@ -339,6 +353,7 @@ struct WriterCtx {
   int slot = -1;
   std::uint64_t owner = 0;  // owner_word(pid, slot)
   Ring::Impl::Queue* queue = nullptr;
+  WriterSlot* ws = nullptr;  // the slot, in the ring's header; null when slot < 0
 };
 thread_local WriterCtx t_ctx;
 std::once_flag g_ctx_atfork_once;
@@ -347,7 +362,8 @@ std::once_flag g_ctx_atfork_once;
   std::call_once(g_ctx_atfork_once, [] { ::pthread_atfork(nullptr, nullptr, [] { t_ctx.id = 0; }); });
   std::uint32_t pid = self_pid();
   int s = r.writer_slot_slow(pid);
-  t_ctx = {&r, r.id, pid, s, owner_word(pid, static_cast<std::uint32_t>(s)), &r.queues[thread_index() % r.nqueues]};
+  t_ctx = {&r, r.id, pid, s, owner_word(pid, static_cast<std::uint32_t>(s)), &r.queues[thread_index() % r.nqueues],
+           s >= 0 ? &r.m.hdr->writers[s] : nullptr};
   return t_ctx;
 }
 
@@ -618,7 +634,8 @@ namespace {
 // reader or writer is in the way (held: the RC byte found there). Measured (one writer, 16 MiB ring): keeping head
 // 4 KiB further ahead, so that reclaim would bring those lines in early, made a write
 // 2x slower (155 against 80 ns), and any lead from 512 B to 16 KiB cost 30-100 %.
-template <bool Pow2>
+// Common: only the common framing (message_span_common); any other fails as if held.
+template <bool Pow2, bool Common = false>
 [[gnu::always_inline]] inline bool reclaim(const Area<Pow2>& m, std::uint64_t& head, std::uint64_t t,
                                            std::uint64_t new_tail, std::uint8_t& held) noexcept {
   // The batch fits once head + size >= new_tail.
@@ -629,7 +646,7 @@ template <bool Pow2>
     // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
     std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
     // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
-    std::uint64_t span = rc == 0 ? message_span(m, head, t - 1) : 0;
+    std::uint64_t span = rc != 0 ? 0 : Common ? message_span_common(m, head, t - 1) : message_span(m, head, t - 1);
     if (span == 0) [[unlikely]] {  // held, or damaged framing: do not guess
       held = rc;
       return false;
@@ -651,7 +668,7 @@ template <std::size_t N>
 // values across two calls), in moves of 32 bytes (AVX2 where the processor has it)
 // that overlap at the end of each part rather than stepping down. Parts are short
 // (HAProxy's mix: 82 and 0..270 bytes).
-#ifndef RINGLOG_TSAN  // (under ThreadSanitizer every copy goes through Area::copy_in)
+#ifndef RINGLOG_TSAN  // (under ThreadSanitizer a batch's copies go through Area::copy_in)
 // (A function with clones is called through its resolver, never inlined; clang refuses
 // noinline beside target_clones.)
 #if defined(__x86_64__)
@@ -659,7 +676,7 @@ template <std::size_t N>
 #else
 #define RINGLOG_COPY_CLONES gnu::noinline
 #endif
-[[RINGLOG_COPY_CLONES]] void copy_parts(std::uint8_t* d, const iovec* p, std::uint64_t left) noexcept {
+[[gnu::always_inline]] inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left) noexcept {
   for (; left; ++p) {  // the parts hold at least `left` bytes (fewer are copied if truncated)
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
     const auto* s = static_cast<const std::uint8_t*>(p->iov_base);
@@ -695,7 +712,78 @@ template <std::size_t N>
     d = d_end;
   }
 }
+[[RINGLOG_COPY_CLONES]] void copy_parts(std::uint8_t* d, const iovec* p, std::uint64_t left) noexcept {
+  copy_parts_body(d, p, left);
+}
+#else
+// Under ThreadSanitizer the lone write's copy stores bytes as relaxed atomics, as
+// Area::copy_in (its message never wraps).
+inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left) noexcept {
+  for (; left; ++p) {
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
+    const auto* s = static_cast<const std::uint8_t*>(p->iov_base);
+    for (std::size_t i = 0; i < n; ++i) std::atomic_ref<std::uint8_t>(d[i]).store(s[i], std::memory_order_relaxed);
+    d += n;
+    left -= n;
+  }
+}
+#define RINGLOG_COPY_CLONES gnu::noinline
 #endif
+
+// The end of a lone write (write_lone), after W3: the prefetch, its framing and payload
+// into the area, W4 exposes it and W11 clears the in-flight record. One call that ends
+// the write: the write path jumps to it, so that it keeps no value alive across a call
+// and needs no frame. Its position comes back from the in-flight record (W9: only this
+// thread writes its slot); word: len << kKindBits | kind.
+template <bool Pow2>
+[[gnu::always_inline]] inline WriteStatus finish_lone_body(const detail::Mapping& mp, WriterSlot* ws,
+                                                           const iovec* parts, std::uint64_t word) noexcept {
+  const Area<Pow2> m(mp);
+  const std::uint64_t t = ws->inflight_pos.load(std::memory_order_relaxed);
+  const std::uint64_t new_tail = ws->inflight_end.load(std::memory_order_relaxed);
+  const std::uint64_t len = word >> kKindBits;
+  m.prefetch_ahead(t - 1, new_tail);
+  std::uint8_t* const d = m.base + m.off(t);  // the message does not wrap
+  std::uint8_t* const rc = d - 1;  // nor does its RC byte lie at the end of the area
+  std::uint64_t v;
+  std::size_t vl;
+  if (word < 240 + (128 << 4)) [[likely]] {  // payloads below 572 bytes: varint_pack's first two cases
+    vl = word < 240 ? 1 : 2;
+    v = word < 240 ? word : ((word | 240) & 0xFF) | ((word - 240) >> 4) << 8;
+  } else {
+    v = varint_pack(word, vl);
+  }
+#ifndef RINGLOG_TSAN
+  if (len + vl >= sizeof v) [[likely]] {  // the varint in one store: what follows it is this payload
+    std::memcpy(d, &v, sizeof v);
+  } else {  // a payload of a few bytes: a varint of one or two
+    d[0] = static_cast<std::uint8_t>(v);
+    if (vl > 1) d[1] = static_cast<std::uint8_t>(v >> 8);
+  }
+#else
+  m.copy_in(t, &v, vl);
+#endif
+  RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
+  copy_parts_body(d + vl, parts, len);
+  RINGLOG_HOOK("copied");
+  // W4: RC[t-1] = saved (release) exposes the message; pairs with R2 (and H1): a reader
+  // that sees a value other than 0xFF sees all of it.
+  std::atomic_ref<std::uint8_t>(*rc).store(static_cast<std::uint8_t>(ws->saved_rc.load(std::memory_order_relaxed)),
+                                           std::memory_order_release);
+  RINGLOG_HOOK("exposed");
+  // W11: in-flight record cleared (relaxed), as in commit.
+  ws->inflight_pos.store(0, std::memory_order_relaxed);
+  return WriteStatus::ok;
+}
+// (One function per area kind: a function with clones cannot be a template.)
+[[RINGLOG_COPY_CLONES]] WriteStatus finish_lone_pow2(const detail::Mapping& mp, WriterSlot* ws, const iovec* parts,
+                                                     std::uint64_t word) noexcept {
+  return finish_lone_body<true>(mp, ws, parts, word);
+}
+[[RINGLOG_COPY_CLONES]] WriteStatus finish_lone_mod(const detail::Mapping& mp, WriterSlot* ws, const iovec* parts,
+                                                    std::uint64_t word) noexcept {
+  return finish_lone_body<false>(mp, ws, parts, word);
+}
 
 // Copies one message whose RC byte is at pos; returns the position of the next RC.
 template <bool Pow2>
@@ -791,25 +879,17 @@ inline std::uint64_t chain_total(const Cell* c, std::uint64_t& count) noexcept {
 
 // With the tail lock held at unlocked value t: writes the batch (the holder's own
 // message and the chain of cells it carries), or drops it. Releases the tail lock.
-// Single: a lone message (the uncontended fast path): no chain, nobody to release;
-// the whole function then inlines into the caller.
-// B is Batch, or for Single the lone Msg itself (no pointer to it: it stays in registers).
-template <bool Single, bool Pow2, class B>
+// (The lone message's plain case has its own path, write_lone.)
+template <bool Pow2>
 [[gnu::always_inline]] static inline std::uint32_t commit(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
-                                                          std::uint64_t t, B& batch) noexcept {
+                                                          std::uint64_t t, Batch& batch) noexcept {
   const Area<Pow2> m(r.m);
   Header* h = r.m.hdr;
-  std::uint64_t needed, count;
-  if constexpr (Single) {
-    needed = batch.needed;
-    count = 1;
-  } else {
-    needed = batch.chain ? chain_total(batch.chain, count) : (count = 0, 0);
-    if (batch.own) {
-      needed += batch.own->needed;
-      ++count;
-    }
-
+  std::uint64_t count;
+  std::uint64_t needed = batch.chain ? chain_total(batch.chain, count) : (count = 0, 0);
+  if (batch.own) {
+    needed += batch.own->needed;
+    ++count;
   }
   RINGLOG_HOOK("locked");
 
@@ -817,7 +897,6 @@ template <bool Single, bool Pow2, class B>
   char note[96];
   std::uint64_t note_need = 0, note_len = 0;
   if (h->pending_drop_msgs.load(std::memory_order_relaxed)) [[unlikely]] {
-    if constexpr (Single) return kAsBatch;
     note_len = drop_note(*h, note);
     note_need = 1 + varint_size((note_len << kKindBits) | std::uint64_t(MsgKind::notice)) + note_len;
   }
@@ -837,8 +916,6 @@ template <bool Single, bool Pow2, class B>
     fits = reclaim(m, head, t, t + needed, held);
   }
 
-  if constexpr (Single)
-    if (!fits) [[unlikely]] return kAsBatch;
   RINGLOG_HOOK("reclaimed");
   if (!fits) [[unlikely]] {
     // A writer still copying there will soon be done: let it run, then try again
@@ -852,32 +929,28 @@ template <bool Single, bool Pow2, class B>
     std::uint64_t dropped = count_dropped(*h, count, needed);
     if (held) r.check_dead_periodic(dropped, dropped + count);  // a dead reader or writer may be in the way
     r.unlock_tail(t);
-    if constexpr (!Single) release_chain(batch.chain, batch.self, kDropped);
+    release_chain(batch.chain, batch.self, kDropped);
     return kDropped;
   }
 
   // Writers that queued while we held the lock: carry them too, as late as possible
   // so that the batch holds everyone who arrived during this commit.
   if (q.head.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
-    if constexpr (Single) {
-      return kAsBatch;  // nothing written yet: the caller commits again as a batch
-    } else {
-      // Q12: queue head exchange -> empty (acq_rel); pairs with Q1 of the cells taken:
-      // their messages are visible. Their writers see the head move (Q6) and wait.
-      batch.extra = static_cast<Cell*>(q.head.exchange(nullptr, std::memory_order_acq_rel));
-      if (batch.extra) {
-        std::uint64_t n, more = chain_total(batch.extra, n);
-        std::uint64_t before = head;
-        std::uint8_t held2 = 0;
-        if (reclaim(m, head, t, t + needed + more + note_need, held2)) {
-          needed += more;
-          count += n;
-        } else {  // no room for them: dropped, as they would have been on their own
-          head = before;
-          count_dropped(*h, n, more);
-          release_chain(batch.extra, nullptr, kDropped);
-          batch.extra = nullptr;
-        }
+    // Q12: queue head exchange -> empty (acq_rel); pairs with Q1 of the cells taken:
+    // their messages are visible. Their writers see the head move (Q6) and wait.
+    batch.extra = static_cast<Cell*>(q.head.exchange(nullptr, std::memory_order_acq_rel));
+    if (batch.extra) {
+      std::uint64_t n, more = chain_total(batch.extra, n);
+      std::uint64_t before = head;
+      std::uint8_t held2 = 0;
+      if (reclaim(m, head, t, t + needed + more + note_need, held2)) {
+        needed += more;
+        count += n;
+      } else {  // no room for them: dropped, as they would have been on their own
+        head = before;
+        count_dropped(*h, n, more);
+        release_chain(batch.extra, nullptr, kDropped);
+        batch.extra = nullptr;
       }
     }
   }
@@ -948,24 +1021,19 @@ template <bool Single, bool Pow2, class B>
     const Msg nm = make_msg(&part, 1, note_len, MsgKind::notice);
     pos = copy_message(m, pos, nm);
   }
-  if constexpr (Single) {
-    if (pos != t - 1) [[unlikely]] m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
-    copy_message(m, pos, batch);
-  } else {
-    if (batch.own) {
-      if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
-      pos = copy_message(m, pos, *batch.own);
-    }
-    for (Cell* chain : {batch.chain, batch.extra})
-      for (Cell* c = chain; c;) {
-        // W10: inner RC = 0 (relaxed): behind the 0xFF, published by W4.
-        if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
-        pos = copy_message(m, pos, *c);
-        Cell* nx = wait_next(c);
-        if (c != batch.self) release_carried(c->state, kDone);
-        c = nx;
-      }
+  if (batch.own) {
+    if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);  // W10: as below
+    pos = copy_message(m, pos, *batch.own);
   }
+  for (Cell* chain : {batch.chain, batch.extra})
+    for (Cell* c = chain; c;) {
+      // W10: inner RC = 0 (relaxed): behind the 0xFF, published by W4.
+      if (pos != t - 1) m.rc(pos).store(0, std::memory_order_relaxed);
+      pos = copy_message(m, pos, *c);
+      Cell* nx = wait_next(c);
+      if (c != batch.self) release_carried(c->state, kDone);
+      c = nx;
+    }
   RINGLOG_HOOK("copied");
   // W4: RC[t-1] = saved (release) exposes the batch; pairs with R2 (and H1): a reader
   // that sees a value other than 0xFF sees every byte of the batch.
@@ -993,30 +1061,93 @@ template <bool Single, bool Pow2, class B>
   std::uint32_t res;
   do {
     std::uint64_t t = r.lock_tail(slot);
-    res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
+    res = r.m.mask ? commit<true>(r, q, slot, t, batch) : commit<false>(r, q, slot, t, batch);
   } while (res == kRetry);
   return res;
 }
 
-// A lone message that is not the plain case (kAsBatch: writers queued during its commit,
-// whom it carries, a drop notice, no room): the lock is still held at t, nothing written.
-// The message comes as the values it is made of: the fast path keeps it in registers.
-[[gnu::noinline]] static std::uint32_t commit_as_batch(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
-                                                       std::uint64_t t, const iovec* parts, std::size_t nparts,
-                                                       std::uint64_t len, MsgKind kind) noexcept {
-  const Msg own = make_msg(parts, nparts, len, kind);
+// A lone message that is not write_lone's plain case (writers queued during its commit,
+// whom it carries, a drop notice, no room, a pinned reader, ...): the lock is still
+// held at t, nothing written. word: the framing word, len << kKindBits | kind; the
+// parts hold at least len bytes (their count is not needed: the copies stop there).
+// The writer's context is t_ctx (the lone path's callers made it current).
+[[gnu::noinline, gnu::cold]] static WriteStatus lone_as_batch(Ring::Impl& r, std::uint64_t t, const iovec* parts,
+                                                              std::uint64_t word) noexcept {
+  const WriterCtx& ctx = t_ctx;
+  const Msg own = make_msg(parts, SIZE_MAX, word >> kKindBits, MsgKind(word & kKindMask));
   Batch batch{&own};
-  std::uint32_t res = r.m.mask ? commit<false, true>(r, q, slot, t, batch) : commit<false, false>(r, q, slot, t, batch);
-  return res == kRetry ? commit_again(r, q, slot, batch) : res;
+  std::uint32_t res = r.m.mask ? commit<true>(r, *ctx.queue, ctx.slot, t, batch)
+                               : commit<false>(r, *ctx.queue, ctx.slot, t, batch);
+  if (res == kRetry) res = commit_again(r, *ctx.queue, ctx.slot, batch);
+  return res == kDone ? WriteStatus::ok : WriteStatus::dropped;
 }
 
-// The tail lock is held at t by the writer of the lone message `own`.
-[[gnu::always_inline]] inline std::uint32_t commit_single(Ring::Impl& r, Ring::Impl::Queue& q, int slot,
-                                                         std::uint64_t t, const Msg& own) noexcept {
-  std::uint32_t res = r.m.mask ? commit<true, true>(r, q, slot, t, own) : commit<true, false>(r, q, slot, t, own);
-  if (res < kRetry) [[likely]] return res;
-  // commit<true> never releases the lock (kRetry): it hands what is not plain over as is.
-  return commit_as_batch(r, q, slot, t, own.parts, own.nparts, own.len, own.kind());
+// The lone message's commit in its plain case, all of it: the tail is locked at t
+// (L1, L2) by a writer that found nobody queued, and nothing needs the general commit:
+// no drop notice due, room without a reader or writer in the way, nobody queued
+// meanwhile, no pinned reader, a writer slot, no wrap, no periodic dead-process check
+// due. Anything else goes to the general commit with the lock still held and nothing
+// written (lone_as_batch). The steps are commit's, in its order, for one message;
+// written apart so that its values fit the registers a call may clobber: it makes no
+// call but its last, a jump to the copy (finish_lone), and needs no frame.
+// The writer's context is t_ctx, current (its fields are read where needed: one
+// instruction each, thread-local at a fixed offset).
+template <bool Pow2>
+[[gnu::always_inline]] inline WriteStatus write_lone(Ring::Impl& r, std::uint64_t t, const iovec* parts,
+                                                     std::uint64_t len, MsgKind kind) noexcept {
+  const Area<Pow2> m(r.m);
+  Header* h = r.m.hdr;
+  RINGLOG_HOOK("locked");
+  const std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
+  const std::uint64_t vl = word < 240 ? 1 : word < 240 + (128 << 4) ? 2 : varint_size(word);
+  const std::uint64_t needed = 1 + vl + len, new_tail = t + needed;
+  // W6: pinned.load(acquire), as in commit; pinned readers take the general commit.
+  if (h->pinned.load(std::memory_order_acquire) != 0 || h->pending_drop_msgs.load(std::memory_order_relaxed) ||
+      m.off(t) + (needed - 1) > m.size || m.off(t) == 0 || !t_ctx.ws) [[unlikely]]
+    goto as_batch;
+  {  // (one exit to the general commit, below: fewer register shuffles on the way)
+  // H2: head (relaxed), as in commit.
+  std::uint64_t head = h->head.load(std::memory_order_relaxed);
+  std::uint8_t held = 0;
+  if (!reclaim<Pow2, true>(m, head, t, new_tail, held)) [[unlikely]]  // held, or uncommon framing
+    goto as_batch;
+  RINGLOG_HOOK("reclaimed");
+  const std::uint64_t batches = h->batches.load(std::memory_order_relaxed);
+  // Writers queued meanwhile (commit carries them: Q12), or commit's check_dead_periodic
+  // (batches, batches + 1) due.
+  if (t_ctx.queue->head.load(std::memory_order_relaxed) != nullptr || ((batches + 1) & 255) == 0) [[unlikely]]
+    goto as_batch;
+
+  std::uint8_t* const rcp = m.base + m.off(t - 1);
+  const std::uint8_t saved = std::atomic_ref<std::uint8_t>(*rcp).load(std::memory_order_relaxed);
+  std::atomic_ref<std::uint8_t>(*rcp).store(kRcWriting, std::memory_order_relaxed);  // W1: unpinned, before W3
+  if (saved) [[unlikely]] h->owner_saved_rc.store(saved, std::memory_order_relaxed);  // W7: for D6
+  RINGLOG_HOOK("tagged");
+  if (head != h->head.load(std::memory_order_relaxed)) {  // (only lock holders store it)
+    // W2: head.store, then fence(release) before any reclaimed byte is rewritten; as in commit.
+    h->head.store(head, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // W2
+    RINGLOG_HOOK("head_moved");
+  }
+  m.rc(new_tail - 1).store(0, std::memory_order_relaxed);  // W8: trailing RC, published by W3
+  WriterSlot* const ws = t_ctx.ws;
+  // W9: the in-flight record (relaxed), published by W3; as in commit.
+  ws->saved_rc.store(saved, std::memory_order_relaxed);
+  ws->inflight_end.store(new_tail, std::memory_order_relaxed);
+  ws->inflight_pos.store(t, std::memory_order_relaxed);  // RC position + 1
+  ws->batches.store(ws->batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  h->msgs_written.store(h->msgs_written.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  h->bytes_written.store(h->bytes_written.load(std::memory_order_relaxed) + needed, std::memory_order_relaxed);
+  h->batches.store(batches + 1, std::memory_order_relaxed);
+  h->owner.store(0, std::memory_order_relaxed);  // L3: as in unlock_tail
+  if (saved) [[unlikely]] h->owner_saved_rc.store(kRcUnknown, std::memory_order_relaxed);
+  // W3: tail.store(new_tail, release) unlocks and publishes before the copy; as in commit.
+  h->tail.store(new_tail, std::memory_order_release);
+  RINGLOG_HOOK("unlocked");
+  return Pow2 ? finish_lone_pow2(r.m, ws, parts, word) : finish_lone_mod(r.m, ws, parts, word);
+  }
+as_batch:
+  return lone_as_batch(r, t, parts, word);
 }
 
 namespace {
@@ -1024,8 +1155,8 @@ namespace {
 // The tail was locked or someone was queued: queue up (HAProxy's algorithm). The
 // newest arrival leads and carries all older cells. Out of line, so that the fast
 // path's frame stays small.
-[[gnu::noinline]] std::uint32_t write_queued(Ring::Impl& r, const WriterCtx& ctx, const iovec* parts,
-                                             std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
+[[gnu::noinline]] WriteStatus write_queued(Ring::Impl& r, const WriterCtx& ctx, const iovec* parts,
+                                            std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
   Header* h = r.m.hdr;
   const Msg msg = make_msg(parts, nparts, len, kind);
   auto& queue = ctx.queue->head;
@@ -1041,7 +1172,8 @@ namespace {
     if (!(t & kTailLock)) {
       if (h->tail.compare_exchange_weak(t, t | kTailLock, std::memory_order_acquire, std::memory_order_relaxed)) {  // L1
         h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
-        return commit_single(r, *ctx.queue, ctx.slot, t, msg);
+        return r.m.mask ? write_lone<true>(r, t, parts, len, kind)
+                        : write_lone<false>(r, t, parts, len, kind);
       }
     } else if (!waited) {
       waited = true;
@@ -1102,42 +1234,58 @@ namespace {
       break;
     }
     Batch batch{nullptr, &cell, &cell};
-    std::uint32_t res = r.m.mask ? commit<false, true>(r, *ctx.queue, ctx.slot, t, batch)
-                                 : commit<false, false>(r, *ctx.queue, ctx.slot, t, batch);
-    return res == kRetry ? commit_again(r, *ctx.queue, ctx.slot, batch) : res;
+    std::uint32_t res = r.m.mask ? commit<true>(r, *ctx.queue, ctx.slot, t, batch)
+                                 : commit<false>(r, *ctx.queue, ctx.slot, t, batch);
+    if (res == kRetry) res = commit_again(r, *ctx.queue, ctx.slot, batch);
+    return res == kDone ? WriteStatus::ok : WriteStatus::dropped;
   }
-  return wait_carried(cell.state);
+  return wait_carried(cell.state) == kDone ? WriteStatus::ok : WriteStatus::dropped;
 }
 
-// The whole write: sizes, then the uncontended fast path (nobody queued, the tail free:
-// no queue traffic at all), else the queue.
-[[gnu::always_inline]] inline WriteStatus write_msg(Ring::Impl& r, const iovec* parts, std::size_t nparts,
-                                                    MsgKind kind) noexcept {
+// A sized write (len below Impl::lone_limit) by a thread whose context is known: the
+// uncontended fast path (nobody queued, the tail free: no queue traffic at all), else
+// the queue.
+// The thread's context is t_ctx, current.
+[[gnu::always_inline]] inline WriteStatus write_sized(Ring::Impl& r, const iovec* parts, std::size_t nparts,
+                                                      std::uint64_t len, MsgKind kind) noexcept {
+  std::uint64_t t;
+  if (t_ctx.queue->head.load(std::memory_order_relaxed) != nullptr || !r.try_lock_tail(t)) [[unlikely]]
+    return write_queued(r, t_ctx, parts, nparts, len, kind);
+  r.m.hdr->owner.store(t_ctx.owner, std::memory_order_relaxed);  // L2
+  return r.m.mask ? write_lone<true>(r, t, parts, len, kind)
+                  : write_lone<false>(r, t, parts, len, kind);
+}
+
+// What the fast path leaves out: a payload to truncate or refuse, or this thread's
+// first write to the ring (its writer slot to find).
+[[gnu::noinline, gnu::cold]] WriteStatus write_general(Ring::Impl& r, const iovec* parts, std::size_t nparts,
+                                            std::uint64_t len, MsgKind kind) noexcept {
   Header* h = r.m.hdr;
-  std::uint64_t len = 0;
-  for (std::size_t i = 0; i < nparts; ++i) len += parts[i].iov_len;
   WriteStatus good = WriteStatus::ok;
   std::uint32_t maxlen = h->max_msg_len;
-  if (maxlen && len > maxlen) [[unlikely]] {
+  if (maxlen && len > maxlen) {
     len = maxlen;
     good = WriteStatus::truncated;
     h->msgs_truncated.fetch_add(1, std::memory_order_relaxed);
   }
-  if (len > r.max_payload) [[unlikely]] {
+  if (len > r.max_payload) {
     h->msgs_refused.fetch_add(1, std::memory_order_relaxed);
     return WriteStatus::too_big;
   }
-  const Msg msg = make_msg(parts, nparts, len, kind);
-  const WriterCtx& ctx = writer_ctx(r);
-  std::uint32_t res;
-  std::uint64_t t;
-  if (ctx.queue->head.load(std::memory_order_relaxed) == nullptr && r.try_lock_tail(t)) [[likely]] {
-    h->owner.store(ctx.owner, std::memory_order_relaxed);  // L2
-    res = commit_single(r, *ctx.queue, ctx.slot, t, msg);
-  } else {
-    res = write_queued(r, ctx, parts, nparts, len, kind);
-  }
-  return res == kDone ? good : WriteStatus::dropped;
+  writer_ctx(r);  // makes t_ctx current
+  const WriteStatus res = write_sized(r, parts, nparts, len, kind);
+  return res == WriteStatus::ok ? good : res;
+}
+
+// The whole write: sizes, then write_sized, which ends with a jump (write_lone's to
+// finish_lone, or to write_queued): nothing here needs a frame.
+[[gnu::always_inline]] inline WriteStatus write_msg(Ring::Impl& r, const iovec* parts, std::size_t nparts,
+                                                    MsgKind kind) noexcept {
+  std::uint64_t len = 0;
+  for (std::size_t i = 0; i < nparts; ++i) len += parts[i].iov_len;
+  // lone_limit: longer payloads are truncated or refused (write_general).
+  if (len >= r.lone_limit || t_ctx.id != r.id) [[unlikely]] return write_general(r, parts, nparts, len, kind);
+  return write_sized(r, parts, nparts, len, kind);
 }
 
 }  // namespace
@@ -1193,6 +1341,8 @@ void finish_impl(Ring::Impl& impl) {
   while (p && 1 + varint_size(p << kKindBits) + p + 1 > size) --p;
   // And a varint of at most 8 bytes (Msg::varint): below 2^51, more than any area.
   impl.max_payload = std::min<std::uint64_t>(p, (std::uint64_t{1} << 51) - 1);
+  const std::uint32_t maxlen = impl.m.hdr->max_msg_len;  // set by the creator, once
+  impl.lone_limit = std::min<std::uint64_t>(maxlen ? maxlen : impl.max_payload, impl.max_payload) + 1;
 }
 
 void make_dirs(const std::string& path) {

@@ -164,6 +164,9 @@ struct Ring::Impl : std::enable_shared_from_this<Ring::Impl> {
                 "each wait queue has its own cache line: writers of different queues must not share one");
   std::unique_ptr<Queue[]> queues;
   std::uint64_t max_payload = 0;
+  // Payloads shorter than this are neither truncated (max_msg_len) nor refused
+  // (max_payload): the write path's one compare for both.
+  std::uint64_t lone_limit = 0;
   std::uint64_t id = 0;  // process-unique id of this Impl, for thread-local slot caches
 
   // Dead-process checks, at most every kCheckPeriodNs per process.
