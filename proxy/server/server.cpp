@@ -74,7 +74,12 @@ void Server::start() {
   main_ = stats_->add_group(counters::main::kKind, "", counters::main::kDefs);
   ringlog::CreateOptions co;
   co.area_size = cfg_.ring_size;
-  log_ = std::make_unique<ringlog::Log>(ringlog::Log::create(dir + "/ring", co));
+  // Every page of the ring mapped at start (MADV_POPULATE_WRITE): the first lap of the
+  // ring takes no page fault per 4 KiB written (256 MiB: 65 536 faults, ~1.5 us of kernel
+  // time per request over the first ~250 000 requests), for a one-off cost at start.
+  ringlog::LogOptions lo;
+  lo.ring.populate = true;
+  log_ = std::make_unique<ringlog::Log>(ringlog::Log::create(dir + "/ring", co, lo));
   if (!cfg_.mask.empty()) {
     try {
       log_->set_mask(cfg_.mask);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -222,6 +223,21 @@ void Mapping::map(const std::string& p, bool writable) {
   if (region.get_size() != fsize) throw Error(Errc::io, "ring " + p + ": short mapping");
   can_write = writable;
   use(region.get_address(), fsize);
+}
+
+// MADV_POPULATE_WRITE (Linux 5.14) by its number where the C library's headers are older.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int Mapping::populate() const noexcept {
+  if (!can_write || in_memory || !hdr) return 0;
+  // Prefaults without changing a byte: safe while other processes write the ring.
+  int rc;
+  while ((rc = ::madvise(hdr, static_cast<std::size_t>(region.get_size()), MADV_POPULATE_WRITE)) != 0 &&
+         errno == EINTR) {
+  }
+  return rc == 0 ? 0 : errno;
 }
 
 void Mapping::over(std::span<std::byte> image, bool writable) {

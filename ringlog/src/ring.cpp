@@ -1422,6 +1422,9 @@ Ring Ring::create(const std::string& path, const CreateOptions& opts, const Open
 Ring Ring::open(const std::string& path, const OpenOptions& opts) {
   auto impl = make_impl(opts);
   impl->m.map(path, true);
+  // Best effort: a kernel without MADV_POPULATE_WRITE (or a failure) leaves the pages to
+  // be faulted in by the writes, as without the option.
+  if (opts.populate) (void)impl->m.populate();
   finish_impl(*impl);
   return Ring(std::move(impl));
 }

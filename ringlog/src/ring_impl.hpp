@@ -68,6 +68,9 @@ struct Mapping {
   bool in_memory = false;  // over caller memory (over()), no file: never stale
 
   void map(const std::string& p, bool writable);  // throws Error
+  // A writable mapping: every page mapped for writing now (OpenOptions::populate).
+  // Returns 0 or the errno of madvise (EINVAL: the kernel has no MADV_POPULATE_WRITE).
+  int populate() const noexcept;
   // The same over a ring image in caller memory, which must outlive the mapping.
   void over(std::span<std::byte> image, bool writable);  // throws Error
   void use(void* base, std::uint64_t bytes);  // validates the header there; throws Error
