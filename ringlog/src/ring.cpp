@@ -730,9 +730,9 @@ inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left)
 #define RINGLOG_COPY_CLONES gnu::noinline
 #endif
 
-// The end of a lone write (write_lone), after W3: the prefetch, its framing and payload
-// into the area, W4 exposes it and W11 clears the in-flight record. One call that ends
-// the write: the write path jumps to it, so that it keeps no value alive across a call
+// The end of a lone write (write_lone), after W3: its framing and payload into the
+// area, W4 exposes it and W11 clears the in-flight record. One call that ends the
+// write: the write path jumps to it, so that it keeps no value alive across a call
 // and needs no frame. Its position comes back from the in-flight record (W9: only this
 // thread writes its slot); word: len << kKindBits | kind.
 template <bool Pow2>
@@ -740,9 +740,7 @@ template <bool Pow2>
                                                            const iovec* parts, std::uint64_t word) noexcept {
   const Area<Pow2> m(mp);
   const std::uint64_t t = ws->inflight_pos.load(std::memory_order_relaxed);
-  const std::uint64_t new_tail = ws->inflight_end.load(std::memory_order_relaxed);
   const std::uint64_t len = word >> kKindBits;
-  m.prefetch_ahead(t - 1, new_tail);
   std::uint8_t* const d = m.base + m.off(t);  // the message does not wrap
   std::uint8_t* const rc = d - 1;  // nor does its RC byte lie at the end of the area
   std::uint64_t v;
@@ -1106,6 +1104,10 @@ template <bool Pow2>
       m.off(t) + (needed - 1) > m.size || m.off(t) == 0 || !t_ctx.ws) [[unlikely]]
     goto as_batch;
   {  // (one exit to the general commit, below: fewer register shuffles on the way)
+  // The lines ahead are asked for as soon as the position is ours. Measured (bench_ring,
+  // one writer alone, medians of 25-30 adjacent pairs of runs): asked for after W4 (as
+  // commit does) 0.92x, before reclaim 1.02-1.04x the rate of asking before the copy.
+  m.prefetch_ahead(t - 1, new_tail);
   // H2: head (relaxed), as in commit.
   std::uint64_t head = h->head.load(std::memory_order_relaxed);
   std::uint8_t held = 0;
