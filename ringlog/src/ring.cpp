@@ -75,16 +75,19 @@ struct Msg {
 };
 static_assert(std::endian::native == std::endian::little, "Msg::varint holds the varint's bytes in memory order");
 
-inline Msg make_msg(const iovec* parts, std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
-  const std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
-  std::size_t vl;
-  std::uint64_t v;
-  if (word < 240 + (128 << 4)) [[likely]] {  // payloads below 572 bytes: varint_pack's first two cases, inline
+// The framing word's varint packed for one store (varint_pack), its first two cases
+// inline: payloads below 572 bytes. vl gets its length.
+[[gnu::always_inline]] inline std::uint64_t pack_framing(std::uint64_t word, std::size_t& vl) noexcept {
+  if (word < 240 + (128 << 4)) [[likely]] {
     vl = word < 240 ? 1 : 2;
-    v = word < 240 ? word : ((word | 240) & 0xFF) | ((word - 240) >> 4) << 8;
-  } else {
-    v = varint_pack(word, vl);
+    return word < 240 ? word : ((word | 240) & 0xFF) | ((word - 240) >> 4) << 8;
   }
+  return varint_pack(word, vl);
+}
+
+inline Msg make_msg(const iovec* parts, std::size_t nparts, std::uint64_t len, MsgKind kind) noexcept {
+  std::size_t vl;
+  const std::uint64_t v = pack_framing((len << kKindBits) | std::uint64_t(kind), vl);
   return {parts, nparts, len, v, 1 + vl + len};
 }
 
@@ -743,14 +746,8 @@ template <bool Pow2>
   const std::uint64_t len = word >> kKindBits;
   std::uint8_t* const d = m.base + m.off(t);  // the message does not wrap
   std::uint8_t* const rc = d - 1;  // nor does its RC byte lie at the end of the area
-  std::uint64_t v;
   std::size_t vl;
-  if (word < 240 + (128 << 4)) [[likely]] {  // payloads below 572 bytes: varint_pack's first two cases
-    vl = word < 240 ? 1 : 2;
-    v = word < 240 ? word : ((word | 240) & 0xFF) | ((word - 240) >> 4) << 8;
-  } else {
-    v = varint_pack(word, vl);
-  }
+  const std::uint64_t v = pack_framing(word, vl);
 #ifndef RINGLOG_TSAN
   if (len + vl >= sizeof v) [[likely]] {  // the varint in one store: what follows it is this payload
     std::memcpy(d, &v, sizeof v);
