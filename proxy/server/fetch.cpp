@@ -75,7 +75,7 @@ void build_backend_request(std::string& hd, const http::RequestHead& h, bool cac
 namespace fetch_pool {
 namespace {
 
-constexpr std::size_t kKeep = 16;      // of each kind, per thread
+constexpr std::size_t kKeep = 64;      // of each kind, per thread (as many as the buffer spares)
 constexpr std::size_t kKeepHead = 4096;  // a longer head's string is not kept
 
 struct Spares {

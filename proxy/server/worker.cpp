@@ -259,6 +259,7 @@ void Worker::trim_heap() {
   if (freed_since_trim_ == 0 || (freed_since_trim_ < kTrimAfterSessions && !sessions_.empty())) return;
   buf_pool::drain();
   fetch_pool::drain();
+  ringlog::trim_txn_buffers();
 #if defined(__GLIBC__) && !RINGPROXY_SANITIZER_MALLOC
   ::malloc_trim(0);
 #endif

@@ -413,3 +413,34 @@ TEST(TxnBatching, BeginAndLinkSpellTypesAsTypeName) {
     EXPECT_EQ(test::payloads(b[i], Tag::Link), std::vector<std::string>{tn + " 42 because"});
   }
 }
+
+TEST(TxnBatching, EndedTransactionsBuffersAreKeptForTheNextAndTrimmed) {
+  ScratchPath p;
+  Log log = Log::create(p, {.area_size = 1 << 22});
+  std::thread([&] {
+    EXPECT_EQ(trim_txn_buffers(), 0u);  // a new thread keeps nothing
+    {
+      std::vector<Txn> busy;  // more alive at once than the thread keeps
+      for (std::size_t i = 0; i < kTxnBuffersKept + 6; ++i) busy.push_back(log.begin(TxnType::req, "rxreq"));
+    }
+    EXPECT_EQ(trim_txn_buffers(10), kTxnBuffersKept - 10);  // the bound held, 10 stay
+    {
+      Txn a = log.begin(TxnType::req, "rxreq");  // taken from the ten kept
+      Txn b = log.begin(TxnType::req, "rxreq");
+      a.record(Tag::ReqURL, "/a");
+      b.record(Tag::ReqURL, "/b");
+    }
+    Txn s = log.begin(TxnType::sess, "HTTP/1");
+    s.park();  // a parked transaction's buffer is kept too
+    EXPECT_EQ(trim_txn_buffers(), 10u);  // the ten again: a parked one gives its buffer back
+    s.record(Tag::SessClose, "REM_CLOSE 0.001");  // and it takes one again
+    s.end();
+    EXPECT_EQ(trim_txn_buffers(), 1u);
+  }).join();
+  auto b = test::read_batches(p);
+  ASSERT_EQ(b.size(), kTxnBuffersKept + 6 + 2 + 2);  // the session: one batch at park, one at end
+  std::vector<std::string> urls;
+  for (auto& t : b)
+    for (auto& u : test::payloads(t, Tag::ReqURL)) urls.push_back(u);
+  EXPECT_EQ(urls, (std::vector<std::string>{"/b", "/a"}));
+}

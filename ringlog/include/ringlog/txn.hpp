@@ -176,6 +176,13 @@ class Txn {
   std::uint64_t t_prev_ns_ = 0;
 };
 
+// This thread keeps the buffers of the transactions it ended or parked for the next ones
+// it begins (up to kTxnBuffersKept). Frees those beyond `keep` and returns how many it
+// freed: for a server thread going idle after a burst of connections, as HAProxy's
+// pool_gc() gives its pools back.
+inline constexpr std::size_t kTxnBuffersKept = 64;
+std::size_t trim_txn_buffers(std::size_t keep = 0) noexcept;
+
 }  // namespace ringlog
 
 // A formatted trace point that evaluates nothing but the switch when tracing is off.
