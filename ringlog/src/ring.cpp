@@ -281,23 +281,23 @@ struct Area {
 };
 
 // Common cases: a one- or two-byte length (payloads up to ~500 bytes) that does not
-// wrap, read straight from the area. The two bytes may lie at or past limit (the
-// caller holds the tail lock: nobody writes there) and are then checked by the span.
-// 0 when the framing is not one of these, or the span passes limit.
+// wrap, read straight from the area after the RC byte at offset o. The two bytes may
+// lie at or past the caller's limit (it holds the tail lock: nobody writes there) and
+// are then checked by the span. 0 when the framing is not one of these.
+template <bool Pow2>
+[[gnu::always_inline]] inline std::uint64_t common_span_at(const Area<Pow2>& m, std::uint64_t o) noexcept {
+  if (o + 2 >= m.size) [[unlikely]] return 0;  // (an RC byte at the area's last one too)
+  const std::uint8_t b0 = Area<Pow2>::byte_at(m.base, o + 1);
+  if (b0 < 240) return 2 + (b0 >> kKindBits);
+  const std::uint8_t b1 = Area<Pow2>::byte_at(m.base, o + 2);
+  if (b1 >= 128) return 0;
+  return 3 + ((b0 + (std::uint64_t{b1} << 4)) >> kKindBits);
+}
+// The same at position pos, 0 also when the span passes limit.
 template <bool Pow2>
 [[gnu::always_inline]] inline std::uint64_t message_span_common(const Area<Pow2>& m, std::uint64_t pos,
                                                                std::uint64_t limit) noexcept {
-  const std::uint64_t o = m.off(pos + 1);
-  if (o + 1 >= m.size) [[unlikely]] return 0;
-  const std::uint8_t b0 = Area<Pow2>::byte_at(m.base, o);
-  std::uint64_t span;
-  if (b0 < 240) {
-    span = 2 + (b0 >> kKindBits);
-  } else {
-    const std::uint8_t b1 = Area<Pow2>::byte_at(m.base, o + 1);
-    if (b1 >= 128) return 0;
-    span = 3 + ((b0 + (std::uint64_t{b1} << 4)) >> kKindBits);
-  }
+  const std::uint64_t span = common_span_at(m, m.off(pos));
   return span > limit - pos ? 0 : span;
 }
 
@@ -644,19 +644,36 @@ template <bool Pow2, bool Common = false>
   // The batch fits once head + size >= new_tail.
   if (head + m.size >= new_tail) return true;  // no hint: a ring in use is full
   const std::uint64_t want = new_tail - m.size;
-  do {
-    // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
-    // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
-    std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
-    // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
-    std::uint64_t span = rc != 0 ? 0 : Common ? message_span_common(m, head, t - 1) : message_span(m, head, t - 1);
-    if (span == 0) [[unlikely]] {  // held, or damaged framing: do not guess
-      held = rc;
-      return false;
-    }
-    head += span;
-  } while (head < want);
-  return true;
+  if constexpr (Common) {
+    // Never past t-1 either, checked once after the loop: want <= t-1 (a batch is
+    // smaller than the area), so a step past t-1 (damaged framing) is the last one.
+    do {
+      const std::uint64_t o = m.off(head);
+      // H1: RC[head].load(acquire), as below.
+      const std::uint8_t rc = std::atomic_ref<std::uint8_t>(m.base[o]).load(std::memory_order_acquire);
+      const std::uint64_t span = rc != 0 ? 0 : common_span_at(m, o);
+      if (span == 0) [[unlikely]] {  // held, or a framing not of the common kind
+        held = rc;
+        return false;
+      }
+      head += span;
+    } while (head < want);
+    return head <= t - 1;  // else damaged framing: held stays 0, as below
+  } else {
+    do {
+      // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
+      // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
+      std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
+      // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
+      std::uint64_t span = rc != 0 ? 0 : message_span(m, head, t - 1);
+      if (span == 0) [[unlikely]] {  // held, or damaged framing: do not guess
+        held = rc;
+        return false;
+      }
+      head += span;
+    } while (head < want);
+    return true;
+  }
 }
 
 // N bytes from s to d as one vector load and store (two for 32 bytes without AVX).
@@ -734,18 +751,15 @@ inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left)
 #endif
 
 // The end of a lone write (write_lone), after W3: its framing and payload into the
-// area, W4 exposes it and W11 clears the in-flight record. One call that ends the
-// write: the write path jumps to it, so that it keeps no value alive across a call
-// and needs no frame. Its position comes back from the in-flight record (W9: only this
-// thread writes its slot); word: len << kKindBits | kind.
-template <bool Pow2>
-[[gnu::always_inline]] inline WriteStatus finish_lone_body(const detail::Mapping& mp, WriterSlot* ws,
-                                                           const iovec* parts, std::uint64_t word) noexcept {
-  const Area<Pow2> m(mp);
-  const std::uint64_t t = ws->inflight_pos.load(std::memory_order_relaxed);
+// area at d (just after its RC byte; the message does not wrap), W4 exposes it and W11
+// clears the in-flight record. One call that ends the write: the write path jumps to
+// it, so that it keeps no value alive across a call and needs no frame. word:
+// len << kKindBits | kind. It needs nothing of the mapping: one function for both kinds
+// of area (a function with clones cannot be a template).
+[[RINGLOG_COPY_CLONES]] WriteStatus finish_lone(std::uint8_t* d, WriterSlot* ws, const iovec* parts,
+                                                std::uint64_t word) noexcept {
   const std::uint64_t len = word >> kKindBits;
-  std::uint8_t* const d = m.base + m.off(t);  // the message does not wrap
-  std::uint8_t* const rc = d - 1;  // nor does its RC byte lie at the end of the area
+  std::uint8_t* const rc = d - 1;
   std::size_t vl;
   const std::uint64_t v = pack_framing(word, vl);
 #ifndef RINGLOG_TSAN
@@ -756,7 +770,8 @@ template <bool Pow2>
     if (vl > 1) d[1] = static_cast<std::uint8_t>(v >> 8);
   }
 #else
-  m.copy_in(t, &v, vl);
+  for (std::size_t i = 0; i < vl; ++i)  // relaxed atomics, as Area::copy_in
+    std::atomic_ref<std::uint8_t>(d[i]).store(static_cast<std::uint8_t>(v >> (8 * i)), std::memory_order_relaxed);
 #endif
   RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
   copy_parts_body(d + vl, parts, len);
@@ -769,15 +784,6 @@ template <bool Pow2>
   // W11: in-flight record cleared (relaxed), as in commit.
   ws->inflight_pos.store(0, std::memory_order_relaxed);
   return WriteStatus::ok;
-}
-// (One function per area kind: a function with clones cannot be a template.)
-[[RINGLOG_COPY_CLONES]] WriteStatus finish_lone_pow2(const detail::Mapping& mp, WriterSlot* ws, const iovec* parts,
-                                                     std::uint64_t word) noexcept {
-  return finish_lone_body<true>(mp, ws, parts, word);
-}
-[[RINGLOG_COPY_CLONES]] WriteStatus finish_lone_mod(const detail::Mapping& mp, WriterSlot* ws, const iovec* parts,
-                                                    std::uint64_t word) noexcept {
-  return finish_lone_body<false>(mp, ws, parts, word);
 }
 
 // Copies one message whose RC byte is at pos; returns the position of the next RC.
@@ -1096,9 +1102,12 @@ template <bool Pow2>
   const std::uint64_t word = (len << kKindBits) | std::uint64_t(kind);
   const std::uint64_t vl = word < 240 ? 1 : word < 240 + (128 << 4) ? 2 : varint_size(word);
   const std::uint64_t needed = 1 + vl + len, new_tail = t + needed;
+  // No wrap: [t-1, new_tail) lies before the end of the area (which also keeps the RC
+  // byte off the area's last one).
+  const std::uint64_t rc_off = m.off(t - 1);
   // W6: pinned.load(acquire), as in commit; pinned readers take the general commit.
   if (h->pinned.load(std::memory_order_acquire) != 0 || h->pending_drop_msgs.load(std::memory_order_relaxed) ||
-      m.off(t) + (needed - 1) > m.size || m.off(t) == 0 || !t_ctx.ws) [[unlikely]]
+      rc_off + needed > m.size || !t_ctx.ws) [[unlikely]]
     goto as_batch;
   {  // (one exit to the general commit, below: fewer register shuffles on the way)
   // The lines ahead are asked for as soon as the position is ours. Measured (bench_ring,
@@ -1117,7 +1126,7 @@ template <bool Pow2>
   if (t_ctx.queue->head.load(std::memory_order_relaxed) != nullptr || ((batches + 1) & 255) == 0) [[unlikely]]
     goto as_batch;
 
-  std::uint8_t* const rcp = m.base + m.off(t - 1);
+  std::uint8_t* const rcp = m.base + rc_off;
   const std::uint8_t saved = std::atomic_ref<std::uint8_t>(*rcp).load(std::memory_order_relaxed);
   std::atomic_ref<std::uint8_t>(*rcp).store(kRcWriting, std::memory_order_relaxed);  // W1: unpinned, before W3
   if (saved) [[unlikely]] h->owner_saved_rc.store(saved, std::memory_order_relaxed);  // W7: for D6
@@ -1143,7 +1152,7 @@ template <bool Pow2>
   // W3: tail.store(new_tail, release) unlocks and publishes before the copy; as in commit.
   h->tail.store(new_tail, std::memory_order_release);
   RINGLOG_HOOK("unlocked");
-  return Pow2 ? finish_lone_pow2(r.m, ws, parts, word) : finish_lone_mod(r.m, ws, parts, word);
+  return finish_lone(rcp + 1, ws, parts, word);
   }
 as_batch:
   return lone_as_batch(r, t, parts, word);
@@ -1280,8 +1289,13 @@ namespace {
 // finish_lone, or to write_queued): nothing here needs a frame.
 [[gnu::always_inline]] inline WriteStatus write_msg(Ring::Impl& r, const iovec* parts, std::size_t nparts,
                                                     MsgKind kind) noexcept {
-  std::uint64_t len = 0;
-  for (std::size_t i = 0; i < nparts; ++i) len += parts[i].iov_len;
+  std::uint64_t len;
+  if (nparts == 2) [[likely]] {  // a prefix and a text, the common shape: no loop
+    len = parts[0].iov_len + parts[1].iov_len;
+  } else {
+    len = 0;
+    for (std::size_t i = 0; i < nparts; ++i) len += parts[i].iov_len;
+  }
   // lone_limit: longer payloads are truncated or refused (write_general).
   if (len >= r.lone_limit || t_ctx.id != r.id) [[unlikely]] return write_general(r, parts, nparts, len, kind);
   return write_sized(r, parts, nparts, len, kind);
