@@ -644,36 +644,22 @@ template <bool Pow2, bool Common = false>
   // The batch fits once head + size >= new_tail.
   if (head + m.size >= new_tail) return true;  // no hint: a ring in use is full
   const std::uint64_t want = new_tail - m.size;
-  if constexpr (Common) {
-    // Never past t-1 either, checked once after the loop: want <= t-1 (a batch is
-    // smaller than the area), so a step past t-1 (damaged framing) is the last one.
-    do {
-      const std::uint64_t o = m.off(head);
-      // H1: RC[head].load(acquire), as below.
-      const std::uint8_t rc = std::atomic_ref<std::uint8_t>(m.base[o]).load(std::memory_order_acquire);
-      const std::uint64_t span = rc != 0 ? 0 : common_span_at(m, o);
-      if (span == 0) [[unlikely]] {  // held, or a framing not of the common kind
-        held = rc;
-        return false;
-      }
-      head += span;
-    } while (head < want);
-    return head <= t - 1;  // else damaged framing: held stays 0, as below
-  } else {
-    do {
-      // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
-      // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
-      std::uint8_t rc = m.rc(head).load(std::memory_order_acquire);
-      // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
-      std::uint64_t span = rc != 0 ? 0 : message_span(m, head, t - 1);
-      if (span == 0) [[unlikely]] {  // held, or damaged framing: do not guess
-        held = rc;
-        return false;
-      }
-      head += span;
-    } while (head < want);
-    return true;
-  }
+  do {
+    const std::uint64_t o = m.off(head);
+    // H1: RC[head].load(acquire); pairs with W4/T6 (the batch is copied) and with a
+    // reader's R4/U3 decrement (its copy is done): only then may the bytes be reused.
+    const std::uint8_t rc = std::atomic_ref<std::uint8_t>(m.base[o]).load(std::memory_order_acquire);
+    // Never past t-1 (the RC byte the batch starts at): 0 if the message would cross it.
+    // Common checks that once, after the loop: want <= t-1 (a batch is smaller than the
+    // area), so a step past t-1 (damaged framing) is the loop's last.
+    const std::uint64_t span = rc != 0 ? 0 : Common ? common_span_at(m, o) : message_span(m, head, t - 1);
+    if (span == 0) [[unlikely]] {  // held, or damaged (Common: uncommon) framing: do not guess
+      held = rc;
+      return false;
+    }
+    head += span;
+  } while (head < want);
+  return !Common || head <= t - 1;  // else damaged framing: held stays 0
 }
 
 // N bytes from s to d as one vector load and store (two for 32 bytes without AVX).
