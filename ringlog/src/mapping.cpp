@@ -163,8 +163,7 @@ void Mapping::copy_in_wrap(std::uint64_t pos, const void* src, std::size_t n) co
   while (n) {
     std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - o));
 #ifdef RINGLOG_TSAN
-    for (std::size_t i = 0; i < chunk; ++i)
-      std::atomic_ref<std::uint8_t>(area[o + i]).store(s[i], std::memory_order_relaxed);
+    store_relaxed(area + o, s, chunk);
 #else
     std::memcpy(area + o, s, chunk);
 #endif

@@ -268,8 +268,7 @@ struct Area {
     while (n) {
       std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - o));
 #ifdef RINGLOG_TSAN
-      for (std::size_t i = 0; i < chunk; ++i)
-        std::atomic_ref<std::uint8_t>(base[o + i]).store(s[i], std::memory_order_relaxed);
+      detail::store_relaxed(base + o, s, chunk);
 #else
       std::memcpy(base + o, s, chunk);
 #endif
@@ -728,7 +727,7 @@ inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left)
   for (; left; ++p) {
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(p->iov_len, left));
     const auto* s = static_cast<const std::uint8_t*>(p->iov_base);
-    for (std::size_t i = 0; i < n; ++i) std::atomic_ref<std::uint8_t>(d[i]).store(s[i], std::memory_order_relaxed);
+    detail::store_relaxed(d, s, n);
     d += n;
     left -= n;
   }
@@ -756,8 +755,7 @@ inline void copy_parts_body(std::uint8_t* d, const iovec* p, std::uint64_t left)
     if (vl > 1) d[1] = static_cast<std::uint8_t>(v >> 8);
   }
 #else
-  for (std::size_t i = 0; i < vl; ++i)  // relaxed atomics, as Area::copy_in
-    std::atomic_ref<std::uint8_t>(d[i]).store(static_cast<std::uint8_t>(v >> (8 * i)), std::memory_order_relaxed);
+  detail::store_relaxed(d, reinterpret_cast<const std::uint8_t*>(&v), vl);  // as Area::copy_in
 #endif
   RINGLOG_HOOK("mid_copy");  // framing written, payload not yet
   copy_parts_body(d + vl, parts, len);

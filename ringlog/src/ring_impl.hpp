@@ -29,6 +29,15 @@
 
 namespace ringlog::detail {
 
+#ifdef RINGLOG_TSAN
+// n bytes from s to d as relaxed atomic stores: every copy into the area under
+// ThreadSanitizer, so that its race with a passive reader's copy out (which re-checks
+// head afterwards) is declared.
+inline void store_relaxed(std::uint8_t* d, const std::uint8_t* s, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) std::atomic_ref<std::uint8_t>(d[i]).store(s[i], std::memory_order_relaxed);
+}
+#endif
+
 using format::Header;
 
 // What the ring's protocol takes for granted about the platform's atomics. Words in the
