@@ -7,6 +7,13 @@
 #      Then the same four again at a fixed CPU budget: each proxy in a cpu cgroup limited
 #      to CPU_CAP % of one CPU (default 50; 0: not run), so that the proxy, not wrk or the
 #      origin sharing the machine, bounds the req/s (needs root; skipped otherwise).
+#      Beside them in every round, the floor: tcp_relay (bench/peers/tcp_relay.c), a byte
+#      relay with no HTTP, one recv and one send per direction and almost no user space,
+#      the most a proxy making a system call per read and write can make on this machine;
+#      the same relay with each loop turn's sends batched into one io_uring_enter; and on
+#      io_uring alone (receives too, one io_uring_enter per loop turn), the most a proxy
+#      that batches its system calls can. Their ratios to haproxy httplog are the
+#      ceilings of ringproxy's, printed so that a target above them reads as such.
 #   2. ringproxy full logging vs logging masked (--mask none)            (target: >= 0.95x)
 #   3. tracing off vs trace points compiled out (ringproxy-notrace): quantiles of
 #      Timestamp Process ("since start") over 100 000 requests, the method of seeds/002
@@ -33,7 +40,8 @@ CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-5}
 need wrk haproxy cmake
-bench_build "$BUILD" ringproxy ringproxy-notrace proxy_log_reader
+bench_build "$BUILD" ringproxy ringproxy-notrace proxy_log_reader tcp_relay
+RELAY=$BUILD/bench/tcp_relay
 PROXY=$BUILD/proxy/server/ringproxy
 NOTRACE=$BUILD/proxy/server/ringproxy-notrace
 READER=$BUILD/support/proxy_log_reader
@@ -111,25 +119,44 @@ SERVER["ringproxy full logging"]=$LAST
 MPORT=$(free_port)
 start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
 SERVER["ringproxy logging masked"]=$LAST
+RPORT=$(free_port)
+"$RELAY" "$RPORT" "$OPORT" "$THREADS" &
+pids+=("$!")
+SERVER["tcp relay (floor)"]=$!
+wait_port "$RPORT" || die "tcp_relay did not start"
+BPORT=$(free_port)
+"$RELAY" --batch-sends "$BPORT" "$OPORT" "$THREADS" &
+pids+=("$!")
+SERVER["tcp relay batched sends"]=$!
+wait_port "$BPORT" || die "tcp_relay --batch-sends did not start"
+UPORT=$(free_port)
+"$RELAY" --uring "$UPORT" "$OPORT" "$THREADS" &
+pids+=("$!")
+SERVER["tcp relay io_uring"]=$!
+wait_port "$UPORT" || die "tcp_relay --uring did not start"
 declare -A URL=(["haproxy 2.6"]="http://127.0.0.1:$HPORT/size/1024"
   ["haproxy 2.6 httplog"]="http://127.0.0.1:$LPORT/size/1024"
   ["ringproxy full logging"]="http://127.0.0.1:$FPORT/size/1024"
-  ["ringproxy logging masked"]="http://127.0.0.1:$MPORT/size/1024")
-# proxy_rounds SUFFIX: ROUNDS rounds of the four proxies, measured under the names
-# "NAME$SUFFIX" (the ratio keys too); the origin alone first in each round when SUFFIX
-# is empty. The four run in one order on odd rounds and in the reverse one on even
+  ["ringproxy logging masked"]="http://127.0.0.1:$MPORT/size/1024"
+  ["tcp relay (floor)"]="http://127.0.0.1:$RPORT/size/1024"
+  ["tcp relay batched sends"]="http://127.0.0.1:$BPORT/size/1024"
+  ["tcp relay io_uring"]="http://127.0.0.1:$UPORT/size/1024")
+# proxy_rounds SUFFIX: ROUNDS rounds of the four proxies and the three relays, measured
+# under the names "NAME$SUFFIX" (the ratio keys too); the origin alone first in each round
+# when SUFFIX is empty. The seven run in one order on odd rounds and in the reverse one on even
 # rounds (ABBA), so that a drift of the machine's load over a round favours none.
 proxy_rounds() {
   local x=$1 r n order
   RSUFFIX=$x
   F="ringproxy full logging$x" M="ringproxy logging masked$x" H="haproxy 2.6$x" L="haproxy 2.6 httplog$x"
-  for n in "$H" "$L" "$F" "$M"; do
+  R="tcp relay (floor)$x" B="tcp relay batched sends$x" U="tcp relay io_uring$x"
+  for n in "$H" "$L" "$F" "$M" "$R" "$B" "$U"; do
     SERVER[$n]=${SERVER[${n%"$x"}]}
     URL[$n]=${URL[${n%"$x"}]}
   done
   for r in $(seq "$ROUNDS"); do
     [ -n "$x" ] || run_wrk "origin direct" "http://127.0.0.1:$OPORT/size/1024"
-    if [ $((r % 2)) -eq 1 ]; then order=("$H" "$L" "$F" "$M"); else order=("$M" "$F" "$L" "$H"); fi
+    if [ $((r % 2)) -eq 1 ]; then order=("$R" "$B" "$U" "$H" "$L" "$F" "$M"); else order=("$M" "$F" "$L" "$H" "$U" "$B" "$R"); fi
     for n in "${order[@]}"; do run_wrk "$n" "${URL[$n]}"; done
     PAIRED=""
     paired "full/haproxy$x" "$F" "$H" 1.0
@@ -138,10 +165,14 @@ proxy_rounds() {
     paired "cpu:full/haproxy$x" "$F" "$H" 1.0 cpu
     paired "cpu:full/httplog$x" "$F" "$L" 1.2 cpu
     paired "cpu:masked/haproxy$x" "$M" "$H" 1.0 cpu
+    paired "floor/httplog$x" "$R" "$L" 1.2
+    paired "full/floor$x" "$F" "$R" 1.0
+    paired "batched-floor/httplog$x" "$B" "$L" 1.2
+    paired "uring-floor/httplog$x" "$U" "$L" 1.2
     echo "  round $r:$PAIRED"
   done
   [ -n "$x" ] || report "origin direct"
-  for n in "$H" "$L" "$F" "$M"; do report "$n"; done
+  for n in "$H" "$L" "$F" "$M" "$R" "$B" "$U"; do report "$n"; done
 }
 proxy_rounds ""
 events=$(haproxy_ring_events "$LPORT")
@@ -156,7 +187,8 @@ echo "  (haproxy httplog ring: $events lines held at the end)"
 CAPX=""
 if [ "${CPU_CAP:-50}" != 0 ]; then
   if cpu_cap "${CPU_CAP:-50}" "${SERVER["haproxy 2.6"]}" "${SERVER["haproxy 2.6 httplog"]}" \
-    "${SERVER["ringproxy full logging"]}" "${SERVER["ringproxy logging masked"]}"; then
+    "${SERVER["ringproxy full logging"]}" "${SERVER["ringproxy logging masked"]}" "${SERVER["tcp relay (floor)"]}" \
+    "${SERVER["tcp relay batched sends"]}" "${SERVER["tcp relay io_uring"]}"; then
     CAPX=" @${CPU_CAP:-50}% CPU"
     echo
     echo "at a CPU budget: each proxy limited to ${CPU_CAP:-50} % of one CPU ($CPU_CAP_HOW)"
@@ -235,6 +267,14 @@ summary() {
   echo "  ringproxy full logging vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$F") us = $(ratio "$(mc "$H")" "$(mc "$F")")x  (target >= 1.0; $(held "cpu:full/haproxy$x"))"
   echo "  ringproxy full logging vs haproxy 2.6 httplog: $(mc "$L") / $(mc "$F") us = $(ratio "$(mc "$L")" "$(mc "$F")")x  (target >= 1.2; $(held "cpu:full/httplog$x"))"
   echo "  ringproxy logging masked vs haproxy 2.6 without logging: $(mc "$H") / $(mc "$M") us = $(ratio "$(mc "$H")" "$(mc "$M")")x  ($(held "cpu:masked/haproxy$x"))"
+  R="tcp relay (floor)$x" B="tcp relay batched sends$x" U="tcp relay io_uring$x"
+  echo "the floor${x:+ at ${x#" @"}}: a TCP relay without HTTP (the most a proxy can make here):"
+  echo "  tcp relay / haproxy 2.6 httplog (req/s): $(ratio "$(m "$R")" "$(m "$L")")x  (rounds in which even the relay reached 1.2x: $(held "floor/httplog$x"))"
+  echo "  tcp relay / haproxy 2.6 without logging (req/s): $(ratio "$(m "$R")" "$(m "$H")")x"
+  echo "  tcp relay batched sends / haproxy 2.6 httplog (req/s): $(ratio "$(m "$B")" "$(m "$L")")x  (rounds in which it reached 1.2x: $(held "batched-floor/httplog$x"))"
+  echo "  tcp relay io_uring / haproxy 2.6 httplog (req/s): $(ratio "$(m "$U")" "$(m "$L")")x  (rounds in which it reached 1.2x: $(held "uring-floor/httplog$x"))"
+  echo "  ringproxy full logging / tcp relay (req/s): $(ratio "$(m "$F")" "$(m "$R")")x  (at or above the relay: $(held "full/floor$x"))"
+  echo "  CPU per request: tcp relay $(mc "$R") us, batched sends $(mc "$B") us, io_uring $(mc "$U") us; ringproxy full logging $(mc "$F") us, haproxy 2.6 httplog $(mc "$L") us"
 }
 summary ""
 if [ -n "$CAPX" ]; then summary "$CAPX"; fi
