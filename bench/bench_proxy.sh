@@ -29,7 +29,7 @@
 # is stopped by pid.
 # Usage: bench/bench_proxy.sh [BUILD_DIR]   (default build-bench, configured Release if new)
 # Environment: DURATION (s per run, 8), CONNS (32), THREADS (proxy threads, 2), ROUNDS (5),
-# CPU_CAP (50).
+# CPU_CAP (50), RING_SIZE (ringproxy's ring in the comparison, 32M: the size of haproxy's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench_proxy
@@ -114,10 +114,12 @@ LPORT=$(free_port)
 start_haproxy "$LPORT" "$OPORT" httplog
 SERVER["haproxy 2.6 httplog"]=$LAST
 FPORT=$(free_port)
-start_proxy "$PROXY" bench-full "$FPORT"                # the default tag mask: every record
+# ringproxy's rings for the comparison: haproxy's size (its ring "reqlog", 32 MiB), so
+# that neither writes its log into more memory than the other.
+RING_SIZE=${RING_SIZE:-32M} start_proxy "$PROXY" bench-full "$FPORT"  # the default tag mask: every record
 SERVER["ringproxy full logging"]=$LAST
 MPORT=$(free_port)
-start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
+RING_SIZE=${RING_SIZE:-32M} start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
 SERVER["ringproxy logging masked"]=$LAST
 RPORT=$(free_port)
 "$RELAY" "$RPORT" "$OPORT" "$THREADS" &
@@ -202,10 +204,11 @@ fi
 # Tracing off (runtime check) vs compiled out: alternate short runs until each proxy has
 # served 100 000 requests, then the quantiles of the last 100 000 Timestamp Process.
 TPORT=$(free_port)
-start_proxy "$PROXY" bench-trace-off "$TPORT"
+# 256 MiB: the quantiles need the last 100 000 requests (~117 MB of records) in the ring.
+RING_SIZE=256M start_proxy "$PROXY" bench-trace-off "$TPORT"
 SERVER["ringproxy tracing off"]=$LAST
 NPORT=$(free_port)
-start_proxy "$NOTRACE" bench-notrace "$NPORT"
+RING_SIZE=256M start_proxy "$NOTRACE" bench-notrace "$NPORT"
 SERVER["ringproxy trace compiled out"]=$LAST
 served() { "$READER" --stats "$RINGLOG_DIR/$1" | awk '$1 == "MAIN.client_req" {print $2}'; }
 for r in $(seq 30); do
