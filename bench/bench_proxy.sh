@@ -121,28 +121,25 @@ SERVER["ringproxy full logging"]=$LAST
 MPORT=$(free_port)
 RING_SIZE=${RING_SIZE:-32M} start_proxy "$PROXY" bench-masked "$MPORT" --mask none  # only Begin/End/Link
 SERVER["ringproxy logging masked"]=$LAST
-RPORT=$(free_port)
-"$RELAY" "$RPORT" "$OPORT" "$THREADS" &
-pids+=("$!")
-SERVER["tcp relay (floor)"]=$!
-wait_port "$RPORT" || die "tcp_relay did not start"
-BPORT=$(free_port)
-"$RELAY" --batch-sends "$BPORT" "$OPORT" "$THREADS" &
-pids+=("$!")
-SERVER["tcp relay batched sends"]=$!
-wait_port "$BPORT" || die "tcp_relay --batch-sends did not start"
-UPORT=$(free_port)
-"$RELAY" --uring "$UPORT" "$OPORT" "$THREADS" &
-pids+=("$!")
-SERVER["tcp relay io_uring"]=$!
-wait_port "$UPORT" || die "tcp_relay --uring did not start"
 declare -A URL=(["haproxy 2.6"]="http://127.0.0.1:$HPORT/size/1024"
   ["haproxy 2.6 httplog"]="http://127.0.0.1:$LPORT/size/1024"
   ["ringproxy full logging"]="http://127.0.0.1:$FPORT/size/1024"
-  ["ringproxy logging masked"]="http://127.0.0.1:$MPORT/size/1024"
-  ["tcp relay (floor)"]="http://127.0.0.1:$RPORT/size/1024"
-  ["tcp relay batched sends"]="http://127.0.0.1:$BPORT/size/1024"
-  ["tcp relay io_uring"]="http://127.0.0.1:$UPORT/size/1024")
+  ["ringproxy logging masked"]="http://127.0.0.1:$MPORT/size/1024")
+# start_relay NAME [MODE]: tcp_relay (MODE: --batch-sends or --uring) with THREADS loops
+# in front of the origin, on a free port, measured as NAME.
+start_relay() {
+  local name=$1 port
+  shift
+  port=$(free_port)
+  "$RELAY" "$@" "$port" "$OPORT" "$THREADS" &
+  pids+=("$!")
+  SERVER[$name]=$!
+  URL[$name]="http://127.0.0.1:$port/size/1024"
+  wait_port "$port" || die "tcp_relay $* did not start"
+}
+start_relay "tcp relay (floor)"
+start_relay "tcp relay batched sends" --batch-sends
+start_relay "tcp relay io_uring" --uring
 # proxy_rounds SUFFIX: ROUNDS rounds of the four proxies and the three relays, measured
 # under the names "NAME$SUFFIX" (the ratio keys too); the origin alone first in each round
 # when SUFFIX is empty. The seven run in one order on odd rounds and in the reverse one on even
